@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Runs captf on a local control plane built from Go modules: etcd,
+# kube-apiserver (RBAC, token users) and kube-controller-manager, the CRDs,
+# the manager's RBAC, `captf manager` out-of-cluster as its ServiceAccount
+# user, and (unless --no-sample) a sample identity and cluster.
+#
+#   hack/local-up.sh [--no-sample]      (make run)
+#
+# Extra manager flags: CAPTF_ARGS="--sync-period=30s --v=4" hack/local-up.sh
+#
+# Writes .local/ (kubeconfigs, logs), touches .local/ready once everything
+# answers, streams the manager's log, and on Ctrl-C or SIGTERM stops every
+# process it started. See docs/local-control-plane.md.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+local_dir="${root}/.local"
+bin="${root}/bin"
+sample=true
+for arg in "$@"; do
+  case "${arg}" in
+    --no-sample) sample=false ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "local-up: unknown argument ${arg} (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "local-up: $*" >&2; }
+
+mkdir -p "${local_dir}"
+pidfile="${local_dir}/local-up.pid"
+if [[ -f "${pidfile}" ]] && kill -0 "$(cat "${pidfile}")" 2>/dev/null; then
+  log "already running (PID $(cat "${pidfile}")); stop it first (Ctrl-C in its terminal, or kill $(cat "${pidfile}"))."
+  exit 1
+fi
+echo $$ >"${pidfile}"
+rm -f "${local_dir}/ready"
+
+controlplane_pid=""
+manager_pid=""
+tail_pid=""
+cleanup() {
+  trap - EXIT INT TERM
+  log "stopping"
+  rm -f "${local_dir}/ready"
+  [[ -n "${tail_pid}" ]] && kill "${tail_pid}" 2>/dev/null || true
+  [[ -n "${manager_pid}" ]] && kill "${manager_pid}" 2>/dev/null && wait "${manager_pid}" 2>/dev/null || true
+  if [[ -n "${controlplane_pid}" ]]; then
+    kill "${controlplane_pid}" 2>/dev/null || true
+    wait "${controlplane_pid}" 2>/dev/null || true
+  fi
+  # Belt and braces: the control plane's own processes, by PID.
+  if [[ -f "${local_dir}/controlplane.env" ]]; then
+    for pid in $(grep -E '^(ETCD|KUBE_APISERVER|KUBE_CONTROLLER_MANAGER)_PID=' "${local_dir}/controlplane.env" | cut -d= -f2); do
+      kill -9 "${pid}" 2>/dev/null || true
+    done
+  fi
+  rm -f "${pidfile}"
+  log "stopped"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+"${root}/hack/build-control-plane.sh"
+log "building captf"
+go build -o "${bin}/captf" ./cmd/captf
+go build -o "${bin}/captf-controlplane" ./test/controlplane/cmd/captf-controlplane
+go build -o "${bin}/captf-probe" ./hack/probe
+
+rm -f "${local_dir}/controlplane.env" "${local_dir}/controlplane.ready"
+log "starting etcd, kube-apiserver, kube-controller-manager"
+"${bin}/captf-controlplane" --dir "${local_dir}" --bin-dir "${bin}" --crds "${root}/manifests/crds" \
+  >"${local_dir}/controlplane.log" 2>&1 &
+controlplane_pid=$!
+for _ in $(seq 1 240); do
+  [[ -f "${local_dir}/controlplane.ready" ]] && break
+  if ! kill -0 "${controlplane_pid}" 2>/dev/null; then
+    log "the control plane failed to start:"; cat "${local_dir}/controlplane.log" >&2; exit 1
+  fi
+  sleep 0.5
+done
+[[ -f "${local_dir}/controlplane.ready" ]] || { log "the control plane did not become ready"; cat "${local_dir}/controlplane.log" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "${local_dir}/controlplane.env"
+
+kubectl=("${bin}/kubectl" --kubeconfig "${local_dir}/kubeconfig")
+log "installing the manager's RBAC"
+"${kubectl[@]}" apply -f manifests/manager/namespace.yaml >/dev/null
+"${kubectl[@]}" apply -k manifests/rbac >/dev/null
+
+log "starting captf manager (extra flags: ${CAPTF_ARGS:-none})"
+# shellcheck disable=SC2086
+"${bin}/captf" manager \
+  --kubeconfig "${local_dir}/kubeconfig-manager" \
+  --leader-elect=false \
+  --webhook-host 127.0.0.1 --webhook-port "${MANAGER_WEBHOOK_PORT}" --webhook-cert-dir "${local_dir}/webhook" \
+  --metrics-bind-address "127.0.0.1:${MANAGER_METRICS_PORT}" \
+  --health-probe-bind-address "127.0.0.1:${MANAGER_HEALTH_PORT}" \
+  --runner-image ghcr.io/captf/captf:latest \
+  ${CAPTF_ARGS:-} >"${local_dir}/manager.log" 2>&1 &
+manager_pid=$!
+ready=false
+for _ in $(seq 1 120); do
+  if ! kill -0 "${manager_pid}" 2>/dev/null; then
+    log "captf manager exited:"; tail -50 "${local_dir}/manager.log" >&2; exit 1
+  fi
+  if "${kubectl[@]}" get --raw / >/dev/null 2>&1 && \
+     [[ "$("${bin}/captf-probe" "http://127.0.0.1:${MANAGER_HEALTH_PORT}/readyz" 2>/dev/null)" == "ok" ]]; then
+    ready=true; break
+  fi
+  sleep 0.5
+done
+${ready} || { log "captf manager did not become ready:"; tail -50 "${local_dir}/manager.log" >&2; exit 1; }
+
+if ${sample}; then
+  log "applying the sample (manifests/samples/sample.yaml)"
+  "${kubectl[@]}" apply -f manifests/samples/sample.yaml >/dev/null
+fi
+
+cat >"${local_dir}/env" <<ENV
+export KUBECONFIG=${local_dir}/kubeconfig
+export PATH=${bin}:\$PATH
+ENV
+touch "${local_dir}/ready"
+cat >&2 <<MSG
+
+local-up: ready. The API server is ${APISERVER_URL}; the admin kubeconfig is .local/kubeconfig.
+
+  bin/kubectl --kubeconfig .local/kubeconfig get terraformclusters -A
+  bin/kubectl --kubeconfig .local/kubeconfig get terraformclusteridentities
+  source .local/env            # KUBECONFIG and bin/ on PATH for this shell
+
+Users: .local/kubeconfig-alice and .local/kubeconfig-bob have no permissions
+(or use --as=alice with the admin kubeconfig).
+Manager: metrics http://127.0.0.1:${MANAGER_METRICS_PORT}/metrics, probes http://127.0.0.1:${MANAGER_HEALTH_PORT}/readyz
+Logs: .local/manager.log (streamed below), ${LOG_DIR}
+Ctrl-C stops everything.
+
+MSG
+tail -n +1 -F "${local_dir}/manager.log" &
+tail_pid=$!
+wait "${manager_pid}" || true
+kill "${tail_pid}" 2>/dev/null || true
+log "captf manager exited; see .local/manager.log"
+exit 1

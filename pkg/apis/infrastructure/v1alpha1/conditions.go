@@ -1,0 +1,123 @@
+package v1alpha1
+
+// ConditionType is the type of a status condition (SPEC section 10).
+type ConditionType string
+
+// ConditionReason is the reason of a status condition (SPEC section 10).
+type ConditionReason string
+
+// Condition types of the workload kinds.
+const (
+	// ConditionIdentityAllowed says whether the object's identity exists,
+	// its source Secret exists, and it allows the object's namespace.
+	ConditionIdentityAllowed ConditionType = "IdentityAllowed"
+	// ConditionCredentialsMirrored says whether the mirror in the object's
+	// namespace is current and carries the object's owner reference.
+	ConditionCredentialsMirrored ConditionType = "CredentialsMirrored"
+	// ConditionApplyJobSucceeded reports the outcome of the latest Job.
+	ConditionApplyJobSucceeded ConditionType = "ApplyJobSucceeded"
+	// ConditionReady summarises the others: True only when every one is True.
+	// It carries the reason and message of the first that is not.
+	ConditionReady ConditionType = "Ready"
+)
+
+// Condition types of TerraformClusterIdentity.
+const (
+	// ConditionMirrorsCurrent says whether every mirror of the identity
+	// carries the source's current hash (SPEC section 13). Ours.
+	ConditionMirrorsCurrent ConditionType = "MirrorsCurrent"
+)
+
+// Reasons of IdentityAllowed.
+const (
+	// ReasonIdentityAllowed: the identity exists, its Secret exists, and it
+	// allows the namespace.
+	ReasonIdentityAllowed ConditionReason = "IdentityAllowed"
+	// ReasonIdentityNotFound: the object resolves to no identity, or to one
+	// that does not exist (SPEC I2).
+	ReasonIdentityNotFound ConditionReason = "IdentityNotFound"
+	// ReasonNamespaceNotAllowed: the identity's allowedNamespaces does not
+	// match the object's namespace (SPEC N1-N6, V1).
+	ReasonNamespaceNotAllowed ConditionReason = "NamespaceNotAllowed"
+	// ReasonSecretNotFound: the identity's source Secret does not exist (SPEC I2).
+	ReasonSecretNotFound ConditionReason = "SecretNotFound"
+	// ReasonIdentityCheckFailed: the check could not complete (for example the
+	// source Secret could not be read); it is retried.
+	ReasonIdentityCheckFailed ConditionReason = "IdentityCheckFailed"
+)
+
+// Reasons of CredentialsMirrored.
+const (
+	// ReasonMirrored: the mirror is current and owned by the object.
+	ReasonMirrored ConditionReason = "Mirrored"
+	// ReasonMirrorFailed: the mirror could not be written, for example
+	// because a foreign Secret holds its name (SPEC M7).
+	ReasonMirrorFailed ConditionReason = "MirrorFailed"
+	// ReasonMirrorPending: no mirror is wanted yet or any more, for example
+	// while the identity is not allowed (SPEC V1).
+	ReasonMirrorPending ConditionReason = "MirrorPending"
+)
+
+// Reasons of ApplyJobSucceeded.
+const (
+	// ReasonApplySucceeded: the latest apply Job completed.
+	ReasonApplySucceeded ConditionReason = "ApplySucceeded"
+	// ReasonDestroySucceeded: the destroy Job completed.
+	ReasonDestroySucceeded ConditionReason = "DestroySucceeded"
+	// ReasonApplyFailed: the latest apply Job failed.
+	ReasonApplyFailed ConditionReason = "ApplyFailed"
+	// ReasonDestroyFailed: the destroy Job failed.
+	ReasonDestroyFailed ConditionReason = "DestroyFailed"
+	// ReasonJobDeadlineExceeded: the latest Job ran past activeDeadlineSeconds.
+	ReasonJobDeadlineExceeded ConditionReason = "JobDeadlineExceeded"
+	// ReasonIdentityNotAllowed: a destroy waits for its identity to allow the
+	// namespace again (SPEC V2).
+	ReasonIdentityNotAllowed ConditionReason = "IdentityNotAllowed"
+	// ReasonNoApplyYet: no Job has been created for this object yet.
+	ReasonNoApplyYet ConditionReason = "NoApplyYet"
+	// ReasonJobRunning: a Job is running.
+	ReasonJobRunning ConditionReason = "JobRunning"
+)
+
+// Reasons of the identity's conditions.
+const (
+	// ReasonSecretFound: the identity's source Secret exists (Ready=True).
+	ReasonSecretFound ConditionReason = "SecretFound"
+	// ReasonAllMirrorsCurrent: every mirror carries the current source hash.
+	ReasonAllMirrorsCurrent ConditionReason = "AllMirrorsCurrent"
+	// ReasonMirrorsStale: some mirrors carry an older hash.
+	ReasonMirrorsStale ConditionReason = "MirrorsStale"
+	// ReasonMirrorsConflicted: a foreign Secret holds a mirror's name in some
+	// namespace (SPEC M7).
+	ReasonMirrorsConflicted ConditionReason = "MirrorsConflicted"
+)
+
+// Reasons of the workload Ready summary when every condition is True.
+const (
+	// ReasonReady: every condition is True.
+	ReasonReady ConditionReason = "Ready"
+)
+
+// Event reasons (SPEC section 10).
+const (
+	// EventMirrorCreated (Normal, workload): a mirror was created.
+	EventMirrorCreated = "MirrorCreated"
+	// EventMirrorRemoved (Normal, workload): a mirror was deleted (V1, V3, V4).
+	EventMirrorRemoved = "MirrorRemoved"
+	// EventMirrorConflict (Warning, workload): a foreign Secret holds the
+	// mirror's name (M7).
+	EventMirrorConflict = "MirrorConflict"
+	// EventIdentityNotAllowed (Warning, workload): the identity does not
+	// allow the object's namespace, or cannot be used.
+	EventIdentityNotAllowed = "IdentityNotAllowed"
+	// EventOwnerReferenceRepaired (Normal, workload): an owner reference with
+	// an older UID was replaced (M5).
+	EventOwnerReferenceRepaired = "OwnerReferenceRepaired"
+	// EventSecretFound (Normal, identity): the source Secret appeared.
+	EventSecretFound = "SecretFound"
+	// EventSecretNotFound (Warning, identity): the source Secret is missing.
+	EventSecretNotFound = "SecretNotFound"
+	// EventInfrastructureAbandoned (Warning, workload): the finalizer was
+	// removed without a destroy (V2).
+	EventInfrastructureAbandoned = "InfrastructureAbandoned"
+)

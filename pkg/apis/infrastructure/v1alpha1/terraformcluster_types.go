@@ -1,0 +1,73 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.spec.identityRef.name`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TerraformCluster runs Terraform Jobs for a cluster's infrastructure with
+// the credentials of its identity (SPEC I1).
+type TerraformCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +required
+	Spec TerraformClusterSpec `json:"spec"`
+
+	// Status is written by the manager.
+	// +optional
+	Status WorkloadStatus `json:"status,omitempty"`
+}
+
+// TerraformClusterSpec is the desired state of a TerraformCluster.
+// +kubebuilder:validation:XValidation:rule="has(self.identityRef)",message="spec.identityRef is required: spec.defaults.identityRef applies to machines and pools only, never to the cluster itself (A6)"
+type TerraformClusterSpec struct {
+	// IdentityRef names the identity whose credentials this cluster's Jobs
+	// use. Required (SPEC A6) and mutable: a change re-resolves the
+	// credentials at once.
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+
+	// Defaults for the machines and pools of this cluster.
+	// +optional
+	Defaults *ClusterDefaults `json:"defaults,omitempty"`
+
+	// Source is what the Jobs run.
+	// +optional
+	Source SourceSpec `json:"source,omitempty"`
+
+	// Jobs tunes the Jobs.
+	// +optional
+	// +kubebuilder:default={}
+	Jobs JobsSpec `json:"jobs,omitempty"`
+}
+
+// ClusterDefaults are inherited by the machines and pools of a cluster.
+type ClusterDefaults struct {
+	// IdentityRef is the identity of a machine or pool of this cluster that
+	// has no identityRef of its own (SPEC I2). Never used by the cluster
+	// itself. Machines without their own identityRef follow changes to it
+	// (SPEC I3).
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// TerraformClusterList is a list of TerraformCluster.
+type TerraformClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformCluster `json:"items"`
+}

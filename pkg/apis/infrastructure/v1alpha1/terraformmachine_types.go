@@ -1,0 +1,60 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.identity`,description="The identity this machine resolved to"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TerraformMachine runs Terraform Jobs for one machine. It belongs to the
+// TerraformCluster of its namespace named by its cluster.x-k8s.io/cluster-name
+// label, and falls back to that cluster's identity (SPEC I2).
+type TerraformMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +required
+	Spec TerraformMachineSpec `json:"spec"`
+
+	// Status is written by the manager.
+	// +optional
+	Status WorkloadStatus `json:"status,omitempty"`
+}
+
+// TerraformMachineSpec is the desired state of a TerraformMachine.
+// +kubebuilder:validation:XValidation:rule="has(self.identityRef) == has(oldSelf.identityRef) && (!has(self.identityRef) || self.identityRef.name == oldSelf.identityRef.name)",message="spec.identityRef is immutable, including from unset to set and from set to unset: replace the machine to change it (A7)"
+type TerraformMachineSpec struct {
+	// IdentityRef names this machine's identity. Optional: without it the
+	// machine uses its cluster's spec.defaults.identityRef, else the cluster's
+	// spec.identityRef (SPEC I2). Immutable once created (SPEC A7).
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+
+	// Source is what the Jobs run.
+	// +optional
+	Source SourceSpec `json:"source,omitempty"`
+
+	// Jobs tunes the Jobs.
+	// +optional
+	// +kubebuilder:default={}
+	Jobs JobsSpec `json:"jobs,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// TerraformMachineList is a list of TerraformMachine.
+type TerraformMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformMachine `json:"items"`
+}

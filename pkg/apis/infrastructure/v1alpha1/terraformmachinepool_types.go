@@ -1,0 +1,58 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.identity`,description="The identity this pool resolved to"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TerraformMachinePool runs Terraform Jobs for a pool of machines. Like a
+// TerraformMachine it falls back to its cluster's identity, but its own
+// identityRef is mutable (SPEC A8).
+type TerraformMachinePool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	// +required
+	Spec TerraformMachinePoolSpec `json:"spec"`
+
+	// Status is written by the manager.
+	// +optional
+	Status WorkloadStatus `json:"status,omitempty"`
+}
+
+// TerraformMachinePoolSpec is the desired state of a TerraformMachinePool.
+type TerraformMachinePoolSpec struct {
+	// IdentityRef names this pool's identity. Optional, with the same
+	// fallback as a machine (SPEC I2), and mutable (SPEC A8).
+	// +optional
+	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+
+	// Source is what the Jobs run.
+	// +optional
+	Source SourceSpec `json:"source,omitempty"`
+
+	// Jobs tunes the Jobs.
+	// +optional
+	// +kubebuilder:default={}
+	Jobs JobsSpec `json:"jobs,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// TerraformMachinePoolList is a list of TerraformMachinePool.
+type TerraformMachinePoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformMachinePool `json:"items"`
+}

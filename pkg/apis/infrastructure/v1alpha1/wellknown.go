@@ -1,0 +1,36 @@
+package v1alpha1
+
+// Labels, annotations and the finalizer the manager reads and writes.
+const (
+	// LabelMirrored marks a mirror Secret (SPEC M3). The manager's only
+	// Secret informer selects on it (SPEC M9).
+	LabelMirrored = "captf.io/mirrored"
+	// LabelManaged marks objects the manager created: mirrors and Jobs (SPEC M3, J1).
+	LabelManaged = "captf.io/managed"
+	// AnnotationIdentity names the identity a mirror belongs to (SPEC M3).
+	AnnotationIdentity = "captf.io/identity"
+	// AnnotationSourceHash is the hash of the source data a mirror was
+	// written from (SPEC M3, M4).
+	AnnotationSourceHash = "captf.io/source-hash"
+	// AnnotationAbandonInfrastructure, set to the object's UID, releases a
+	// deletion without a destroy Job (SPEC V2).
+	AnnotationAbandonInfrastructure = "captf.io/abandon-infrastructure"
+	// AnnotationJobGeneration records on a Job the object generation it was
+	// created for.
+	AnnotationJobGeneration = "captf.io/generation"
+	// AnnotationJobAction records on a Job whether it applies or destroys.
+	AnnotationJobAction = "captf.io/action"
+	// FinalizerDestroy is set on a workload object once it has started an
+	// apply Job, so its deletion runs a destroy Job first (SPEC J8).
+	FinalizerDestroy = "captf.io/destroy"
+	// LabelClusterName names the cluster a machine or pool belongs to (SPEC 1.2).
+	LabelClusterName = "cluster.x-k8s.io/cluster-name"
+	// LabelMoveHierarchy is set on the identity CRD so clusterctl move carries it.
+	LabelMoveHierarchy = "clusterctl.cluster.x-k8s.io/move-hierarchy"
+)
+
+// Values of the boolean labels.
+const LabelTrue = "true"
+
+// MirrorNamePrefix starts every mirror's name (SPEC M1).
+const MirrorNamePrefix = "captf-creds-"

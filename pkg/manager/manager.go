@@ -1,0 +1,386 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request, workqueue and leader election metrics
+	"k8s.io/klog/v2"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	captfscheme "github.com/captf/captf/pkg/generated/clientset/versioned/scheme"
+	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
+	"github.com/captf/captf/pkg/version"
+)
+
+// Controller is one control loop. Run blocks until ctx is done and its
+// workers have returned; it is called only in the replica that leads.
+type Controller interface {
+	Name() string
+	Run(ctx context.Context, workers int)
+}
+
+// Deps are what controllers and webhook validators are built from. The
+// informer factories are split by label selector: the manager never caches
+// Secrets or Jobs it did not label (SPEC M9).
+type Deps struct {
+	Options *Options
+	Kube    kubernetes.Interface
+	Captf   versioned.Interface
+	// Informers watches cluster-wide kinds without a selector: Namespaces.
+	Informers kubeinformers.SharedInformerFactory
+	// JobInformers watches only Jobs labelled captf.io/managed=true.
+	JobInformers kubeinformers.SharedInformerFactory
+	// MirrorInformers watches only Secrets labelled captf.io/mirrored=true (M9).
+	MirrorInformers kubeinformers.SharedInformerFactory
+	// CaptfInformers watches the four captf kinds.
+	CaptfInformers captfinformers.SharedInformerFactory
+	// Recorder emits events as captf-manager.
+	Recorder record.EventRecorder
+}
+
+// newControllers fills the controller slots. Each controller requests its
+// informers here, before the factories start.
+func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
+	return nil, nil
+}
+
+// Run runs the manager until ctx is done.
+func Run(ctx context.Context, o *Options) error {
+	logger := klog.FromContext(ctx)
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	d, err := newDeps(cfg, o)
+	if err != nil {
+		return err
+	}
+	logger.Info("Starting captf manager", "version", version.Info(), "apiServer", cfg.Host,
+		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "workers", o.Workers,
+		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.Kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	d.Recorder = broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: "captf-manager"})
+
+	controllers, err := newControllers(ctx, d)
+	if err != nil {
+		return err
+	}
+
+	health := newHealth()
+	informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	factories := []interface {
+		Start(<-chan struct{})
+		Shutdown()
+	}{d.Informers, d.JobInformers, d.MirrorInformers, d.CaptfInformers}
+	for _, f := range factories {
+		f.Start(informersCtx.Done())
+	}
+	go func() {
+		synced := true
+		for _, res := range []map[string]bool{
+			typeNames(d.Informers.WaitForCacheSync(informersCtx.Done())),
+			typeNames(d.JobInformers.WaitForCacheSync(informersCtx.Done())),
+			typeNames(d.MirrorInformers.WaitForCacheSync(informersCtx.Done())),
+			typeNames(d.CaptfInformers.WaitForCacheSync(informersCtx.Done())),
+		} {
+			for name, ok := range res {
+				if !ok {
+					synced = false
+					logger.Info("Informer cache did not sync", "type", name)
+				}
+			}
+		}
+		if synced {
+			health.informersSynced.Store(true)
+			logger.Info("Informer caches synced")
+		}
+	}()
+
+	var servers sync.WaitGroup
+	serverErrs := make(chan error, 3)
+	startServer := func(name, addr string, h http.Handler) {
+		if addr == "" || addr == "0" {
+			return
+		}
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			if err := serveHTTP(ctx, name, addr, h, o.ShutdownTimeout); err != nil {
+				serverErrs <- err
+			}
+		}()
+	}
+	startServer("metrics", o.MetricsBindAddress, metricsHandler())
+	startServer("health", o.HealthProbeBindAddress, health.handler())
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	go func() {
+		// A server that cannot bind is fatal: stop everything.
+		select {
+		case err := <-serverErrs:
+			logger.Error(err, "HTTP server failed; stopping")
+			cancelRun()
+			serverErrs <- err
+		case <-runCtx.Done():
+		}
+	}()
+
+	if o.LeaderElect {
+		err = runWithLeaderElection(runCtx, d, o, controllers)
+	} else {
+		runControllers(runCtx, controllers, o.Workers)
+	}
+
+	logger.Info("Controllers stopped; stopping servers")
+	cancelRun()
+	servers.Wait()
+	for _, f := range factories {
+		stopInformers()
+		f.Shutdown()
+	}
+	select {
+	case serr := <-serverErrs:
+		return errors.Join(err, serr)
+	default:
+	}
+	return err
+}
+
+// runControllers runs every controller until ctx is done and all returned.
+func runControllers(ctx context.Context, controllers []Controller, workers int) {
+	var wg sync.WaitGroup
+	for _, c := range controllers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Run(ctx, workers)
+		}()
+	}
+	<-ctx.Done()
+	wg.Wait()
+}
+
+// runWithLeaderElection runs the controllers while this replica holds the
+// Lease. The Lease is released only after the controllers have stopped, so a
+// graceful stop hands over at once without two leaders overlapping. Losing
+// the Lease otherwise is fatal: the process exits so it cannot act as a
+// second leader.
+func runWithLeaderElection(ctx context.Context, d *Deps, o *Options, controllers []Controller) error {
+	logger := klog.FromContext(ctx)
+	ns := o.LeaderElectionNamespace
+	if ns == "" {
+		ns = inClusterNamespace()
+	}
+	host, _ := os.Hostname()
+	id := host + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.LeaderElectionID,
+		d.Kube.CoreV1(), d.Kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+
+	// electionCtx outlives ctx until the controllers have returned.
+	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
+	var lostLease atomic.Bool
+	controllersDone := make(chan struct{})
+	var startOnce sync.Once
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.LeaderElectionID,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(leaderCtx context.Context) {
+				startOnce.Do(func() {
+					logger.Info("Acquired leadership; starting controllers", "lease", klog.KRef(ns, o.LeaderElectionID), "identity", id)
+					// Stop on either a shutdown or a lost lease.
+					runCtx, cancel := context.WithCancel(ctx)
+					defer cancel()
+					go func() {
+						select {
+						case <-leaderCtx.Done():
+							cancel()
+						case <-runCtx.Done():
+						}
+					}()
+					runControllers(runCtx, controllers, o.Workers)
+					close(controllersDone)
+				})
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					lostLease.Store(true)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		le.Run(electionCtx)
+	}()
+
+	<-ctx.Done()
+	select {
+	case <-controllersDone:
+	case <-elected:
+	}
+	if !lostLease.Load() {
+		// Graceful stop: wait for the controllers (if leading), then release.
+		select {
+		case <-controllersDone:
+		case <-time.After(o.ShutdownTimeout):
+			logger.Info("Controllers did not stop in time; releasing the Lease anyway")
+		case <-elected:
+		}
+	}
+	stopElection()
+	<-elected
+	if lostLease.Load() {
+		return fmt.Errorf("lost the leader Lease %s/%s", ns, o.LeaderElectionID)
+	}
+	logger.Info("Released the leader Lease", "lease", klog.KRef(ns, o.LeaderElectionID))
+	return nil
+}
+
+// restConfig loads the kubeconfig or the in-cluster configuration and
+// applies the client limits and user agent.
+func restConfig(o *Options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		if err != nil {
+			err = fmt.Errorf("loading --kubeconfig %s: %w", o.Kubeconfig, err)
+		}
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			err = fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = float32(o.QPS)
+	cfg.Burst = o.Burst
+	cfg.UserAgent = version.UserAgent()
+	return cfg, nil
+}
+
+// newDeps builds the clients and the informer factories.
+func newDeps(cfg *rest.Config, o *Options) (*Deps, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	captf, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	selector := func(label string) kubeinformers.SharedInformerOption {
+		return kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.LabelSelector = label + "=" + v1alpha1.LabelTrue
+		})
+	}
+	return &Deps{
+		Options:         o,
+		Kube:            kube,
+		Captf:           captf,
+		Informers:       kubeinformers.NewSharedInformerFactory(kube, 0),
+		JobInformers:    kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, selector(v1alpha1.LabelManaged)),
+		MirrorInformers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, selector(v1alpha1.LabelMirrored)),
+		CaptfInformers:  captfinformers.NewSharedInformerFactory(captf, 0),
+	}, nil
+}
+
+// eventScheme knows the core and captf kinds, so events can reference both.
+func eventScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = scheme.AddToScheme(s)
+	_ = captfscheme.AddToScheme(s)
+	return s
+}
+
+func metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", legacyregistry.HandlerWithReset())
+	return mux
+}
+
+// serveHTTP serves h on addr until ctx is done, then shuts down gracefully.
+func serveHTTP(ctx context.Context, name, addr string, h http.Handler, shutdownTimeout time.Duration) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s server: %w", name, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+	}
+	klog.FromContext(ctx).Info("Serving", "server", name, "address", l.Addr().String())
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.Serve(l) }()
+	select {
+	case err := <-errCh:
+		return fmt.Errorf("%s server: %w", name, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// inClusterNamespace is the pod's namespace in-cluster, else kube-system.
+func inClusterNamespace() string {
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return metav1.NamespaceSystem
+}

@@ -1,0 +1,135 @@
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// Options are the flags of `captf manager` (SPEC section 12).
+type Options struct {
+	// Kubeconfig is a kubeconfig file; empty means in-cluster configuration.
+	Kubeconfig string
+	// SyncPeriod bounds how long a rotation takes to reach every mirror: every
+	// workload object is re-enqueued once per period (SPEC R2).
+	SyncPeriod time.Duration
+	// IdentityResync is how often the identity controller re-reads each
+	// source Secret (SPEC S1).
+	IdentityResync time.Duration
+	// Workers is the number of workers per queue.
+	Workers int
+	// QPS and Burst limit the manager's client towards the API server.
+	QPS   float64
+	Burst int
+
+	// LeaderElect runs the controllers only in the replica holding the Lease.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; empty means the manager's own
+	// namespace in-cluster, else kube-system.
+	LeaderElectionNamespace string
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+
+	// WebhookPort serves the admission webhook; 0 disables it.
+	WebhookPort int
+	// WebhookHost is the address the webhook binds to; empty means all.
+	WebhookHost string
+	// WebhookCertDir holds tls.crt and tls.key for the webhook.
+	WebhookCertDir string
+	// MetricsBindAddress serves /metrics; "0" disables it.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
+	HealthProbeBindAddress string
+	// RunnerImage is the image whose captf binary the Jobs' init container
+	// copies into the module image (SPEC J5).
+	RunnerImage string
+	// ShutdownTimeout bounds the graceful stop of the HTTP servers.
+	ShutdownTimeout time.Duration
+}
+
+// NewOptions returns the defaults of SPEC section 12.
+func NewOptions() *Options {
+	return &Options{
+		SyncPeriod:             10 * time.Minute,
+		IdentityResync:         5 * time.Minute,
+		Workers:                8,
+		QPS:                    50,
+		Burst:                  100,
+		LeaderElect:            true,
+		LeaderElectionID:       "captf-manager",
+		LeaseDuration:          15 * time.Second,
+		RenewDeadline:          10 * time.Second,
+		RetryPeriod:            2 * time.Second,
+		WebhookPort:            9443,
+		WebhookCertDir:         "/tmp/k8s-webhook-server/serving-certs",
+		MetricsBindAddress:     ":8080",
+		HealthProbeBindAddress: ":8081",
+		RunnerImage:            "ghcr.io/captf/captf:latest",
+		ShutdownTimeout:        30 * time.Second,
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Every workload object is reconciled at least this often, so a rotated source Secret reaches every mirror within it (SPEC R2).")
+	fs.DurationVar(&o.IdentityResync, "identity-resync", o.IdentityResync, "How often each identity's source Secret is re-read (30s, or this if shorter, while not Ready) (SPEC S1).")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (one queue per kind).")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained requests per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of requests to the API server.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only while holding the leader Lease. The webhook serves in every replica.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader Lease. Empty: the manager's namespace in-cluster, else kube-system.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long a non-leader waits before taking over an unrenewed Lease.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before it gives up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often leader election is retried.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhook server; 0 disables it.")
+	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to. Empty: every address.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory with the webhook's tls.crt and tls.key; reloaded when they change.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
+	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
+}
+
+// Validate reports every invalid option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.SyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--sync-period must be positive, got %s", o.SyncPeriod))
+	}
+	if o.IdentityResync <= 0 {
+		errs = append(errs, fmt.Errorf("--identity-resync must be positive, got %s", o.IdentityResync))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.QPS <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must be positive, got %v", o.QPS))
+	}
+	if o.Burst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst must be at least 1, got %d", o.Burst))
+	}
+	if o.WebhookPort < 0 || o.WebhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port must be 0-65535, got %d", o.WebhookPort))
+	}
+	if o.LeaderElect {
+		if o.LeaderElectionID == "" {
+			errs = append(errs, errors.New("--leader-election-id must not be empty"))
+		}
+		if o.RenewDeadline >= o.LeaseDuration {
+			errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)", o.RenewDeadline, o.LeaseDuration))
+		}
+		if o.RetryPeriod <= 0 || o.RetryPeriod >= o.RenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-election-retry-period (%s) must be positive and shorter than the renew deadline (%s)", o.RetryPeriod, o.RenewDeadline))
+		}
+	}
+	if o.RunnerImage == "" {
+		errs = append(errs, errors.New("--runner-image must not be empty: Jobs copy the runner from it (SPEC J5)"))
+	}
+	return errors.Join(errs...)
+}

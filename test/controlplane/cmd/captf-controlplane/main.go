@@ -1,0 +1,120 @@
+// Command captf-controlplane runs the local control plane for
+// hack/local-up.sh until it receives SIGINT or SIGTERM: etcd,
+// kube-apiserver and kube-controller-manager from bin/, the captf CRDs, a
+// kubeconfig per user, and a serving certificate for the manager's webhook.
+//
+// It writes into --dir:
+//
+//	kubeconfig               the admin's (system:masters)
+//	kubeconfig-<user>        alice, bob (no permissions), the manager's ServiceAccount user
+//	webhook/tls.crt,tls.key  the webhook's serving certificate for 127.0.0.1
+//	webhook/ca.crt           its CA, for the ValidatingWebhookConfiguration
+//	controlplane.env         APISERVER_URL, the PIDs of every process, free ports for the manager
+//	controlplane.ready       once everything answers; removed on exit
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/captf/captf/pkg/admission/certs"
+	"github.com/captf/captf/test/controlplane"
+)
+
+func main() {
+	dir := flag.String("dir", ".local", "directory for data, logs, kubeconfigs and certificates")
+	binDir := flag.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
+	crds := flag.String("crds", "manifests/crds", "directory of CRD YAML to install")
+	flag.Parse()
+	if err := run(*dir, *binDir, *crds); err != nil {
+		fmt.Fprintln(os.Stderr, "captf-controlplane:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, binDir, crds string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	cpDir := filepath.Join(dir, "controlplane")
+	// A previous run's data is not reused: a fresh cluster every time.
+	if err := os.RemoveAll(cpDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cpDir, 0o700); err != nil {
+		return err
+	}
+	start := time.Now()
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Dir: cpDir, ControllerManager: true})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	ready := filepath.Join(dir, "controlplane.ready")
+	defer os.Remove(ready)
+
+	if err := controlplane.InstallCRDs(ctx, cp.RestConfig(controlplane.Admin), crds); err != nil {
+		return err
+	}
+	if err := cp.WriteKubeconfig(filepath.Join(dir, "kubeconfig"), controlplane.Admin); err != nil {
+		return err
+	}
+	for _, u := range []string{controlplane.Alice, controlplane.Bob, controlplane.Manager} {
+		name := "kubeconfig-" + u
+		if u == controlplane.Manager {
+			name = "kubeconfig-manager"
+		}
+		if err := cp.WriteKubeconfig(filepath.Join(dir, name), u); err != nil {
+			return err
+		}
+	}
+	caPEM, err := certs.WriteSelfSigned(filepath.Join(dir, "webhook"), []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "webhook", "ca.crt"), caPEM, 0o600); err != nil {
+		return err
+	}
+
+	var env strings.Builder
+	fmt.Fprintf(&env, "APISERVER_URL=%s\nCONTROLPLANE_PID=%d\n", cp.URL, os.Getpid())
+	pids := cp.PIDs()
+	names := make([]string, 0, len(pids))
+	for n := range pids {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&env, "%s_PID=%d\n", strings.ToUpper(strings.ReplaceAll(n, "-", "_")), pids[n])
+	}
+	fmt.Fprintf(&env, "LOG_DIR=%s\n", filepath.Join(cpDir, "logs"))
+	// Free ports for the manager that local-up.sh starts next.
+	for _, name := range []string{"MANAGER_WEBHOOK_PORT", "MANAGER_METRICS_PORT", "MANAGER_HEALTH_PORT"} {
+		port, err := controlplane.FreePort()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&env, "%s=%d\n", name, port)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "controlplane.env"), []byte(env.String()), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(ready, nil, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "captf-controlplane: ready at %s in %s (logs in %s)\n", cp.URL, time.Since(start).Round(time.Millisecond), filepath.Join(cpDir, "logs"))
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "captf-controlplane: stopping")
+	return nil
+}
