@@ -27,6 +27,7 @@ const usage = `usage: captf <command> [flags]
 commands:
   manager                 run the controllers and the admission webhook
   runner apply|destroy    run Terraform inside a Job (used by the Jobs captf creates)
+  runner install DEST     copy this binary to DEST (the Jobs' init container)
   version                 print the version
 
 Run 'captf manager -h' for the manager's flags.
@@ -45,6 +46,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "manager":
 		return runManager(args[1:], stderr)
 	case "runner":
+		if len(args) > 1 && args[1] == "install" {
+			// The Job's init container copies this binary (SPEC J5).
+			return runner.Install(args[2:], stderr)
+		}
 		// The runner handles its own signals: it forwards them to Terraform.
 		return runner.Main(context.Background(), args[1:], os.Environ(), stdout, stderr)
 	case "version", "--version", "-version":

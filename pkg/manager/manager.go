@@ -30,6 +30,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/identity"
+	"github.com/captf/captf/pkg/controllers/source"
+	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	captfscheme "github.com/captf/captf/pkg/generated/clientset/versioned/scheme"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
@@ -62,10 +66,34 @@ type Deps struct {
 	Recorder record.EventRecorder
 }
 
-// newControllers fills the controller slots. Each controller requests its
-// informers here, before the factories start.
+// newControllers builds the controllers. Each requests its informers here,
+// before the factories start.
 func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
-	return nil, nil
+	captf := d.CaptfInformers.Infrastructure().V1alpha1()
+	reader := source.NewReader(d.Kube)
+	tracker := conflicts.New()
+	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, workload.Informers{
+		Clusters:   captf.TerraformClusters(),
+		Machines:   captf.TerraformMachines(),
+		Pools:      captf.TerraformMachinePools(),
+		Identities: captf.TerraformClusterIdentities(),
+		Namespaces: d.Informers.Core().V1().Namespaces(),
+		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
+		Jobs:       d.JobInformers.Batch().V1().Jobs(),
+	}, reader, tracker, d.Recorder, workload.Options{SyncPeriod: d.Options.SyncPeriod, RunnerImage: d.Options.RunnerImage})
+	if err != nil {
+		return nil, err
+	}
+	identities, err := identity.NewController(ctx, d.Kube, d.Captf, identity.Informers{
+		Identities: captf.TerraformClusterIdentities(),
+		Namespaces: d.Informers.Core().V1().Namespaces(),
+		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
+	}, reader, tracker, workloads.EnqueueOwners, d.Recorder, identity.Options{Resync: d.Options.IdentityResync})
+	if err != nil {
+		return nil, err
+	}
+	tracker.OnChange = identities.Enqueue
+	return []Controller{workloads, identities}, nil
 }
 
 // Run runs the manager until ctx is done.

@@ -1,0 +1,245 @@
+package admission
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// Defaults of Options.
+const (
+	DefaultAddr               = ":9443"
+	DefaultCertReloadInterval = 10 * time.Second
+	DefaultShutdownTimeout    = 15 * time.Second
+)
+
+// HTTP server limits. The API server's webhook calls last at most 30s and
+// carry small headers; its client keeps idle connections for 90s, so the
+// server keeps them longer and never closes one the client is about to reuse.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 35 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 1 << 20
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the TCP address to listen on, for example ":9443" (the
+	// default when empty) or "127.0.0.1:0" for a free port (see Server.Addr).
+	Addr string
+	// CertDir holds tls.crt and tls.key, typically a mounted
+	// kubernetes.io/tls Secret; they are reloaded when they change.
+	CertDir string
+	// CertReloadInterval is how often the files in CertDir are checked;
+	// DefaultCertReloadInterval when zero.
+	CertReloadInterval time.Duration
+	// ShutdownTimeout bounds how long Run waits for in-flight requests once
+	// its context is done; DefaultShutdownTimeout when zero.
+	ShutdownTimeout time.Duration
+}
+
+// Server serves admission webhooks over TLS (SPEC X3, X4).
+type Server struct {
+	opts     Options
+	listener net.Listener
+	certs    *certSource
+	srv      *http.Server
+	started  atomic.Bool
+}
+
+// NewServer checks the routes, loads the serving certificate from
+// opts.CertDir and listens on opts.Addr. It fails when a route is invalid or
+// two share a path, when no valid certificate and key are in CertDir, or when
+// the address cannot be bound. Call Run to serve.
+func NewServer(opts Options, routes ...Route) (*Server, error) {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.CertReloadInterval < 0 || opts.ShutdownTimeout < 0 {
+		return nil, errors.New("admission webhook server: negative CertReloadInterval or ShutdownTimeout")
+	}
+	if opts.CertReloadInterval == 0 {
+		opts.CertReloadInterval = DefaultCertReloadInterval
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.CertDir == "" {
+		return nil, errors.New("admission webhook server: no certificate directory given")
+	}
+	if len(routes) == 0 {
+		return nil, errors.New("admission webhook server: no routes given")
+	}
+
+	mux := http.NewServeMux()
+	seen := make(map[string]bool, len(routes))
+	var errs []error
+	for _, route := range routes {
+		if err := route.validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[route.Path] {
+			errs = append(errs, fmt.Errorf("route %s: path used twice", route.Path))
+			continue
+		}
+		seen[route.Path] = true
+		if err := handle(mux, route); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("admission webhook server: %w", err)
+	}
+
+	certs, err := newCertSource(opts.CertDir)
+	if err != nil {
+		return nil, fmt.Errorf("admission webhook server: %w", err)
+	}
+
+	listener, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("admission webhook server: listening on %s: %w", opts.Addr, err)
+	}
+
+	tlsConfig := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: certs.GetCertificate,
+		// HTTP/1.1 only: the API server's webhook client needs nothing more,
+		// and it keeps HTTP/2's stream-level attack surface (rapid reset)
+		// off a port every API server replica connects to.
+		NextProtos: []string{"http/1.1"},
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		TLSConfig:         tlsConfig,
+		// A non-nil, empty map keeps net/http from enabling HTTP/2.
+		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
+	}
+	return &Server{
+		opts:     opts,
+		listener: tls.NewListener(listener, tlsConfig),
+		certs:    certs,
+		srv:      srv,
+	}, nil
+}
+
+// handle registers route on mux, turning ServeMux's panic on a pattern it
+// rejects into an error.
+func handle(mux *http.ServeMux, route Route) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("route %s: %v", route.Path, p)
+		}
+	}()
+	mux.Handle(route.Path, &routeHandler{route: route})
+	return nil
+}
+
+// Addr is the address the server listens on, with the port chosen when
+// Options.Addr asked for port 0.
+func (s *Server) Addr() net.Addr {
+	return s.listener.Addr()
+}
+
+// Healthz returns an error while the certificate files in CertDir cannot be
+// loaded (the server keeps serving the last good certificate meanwhile), and
+// nil once they load or are restored. Plug it into the manager's /healthz.
+// A restart does not cure it (NewServer refuses the same files), so a
+// liveness probe that restarts on it would turn a bad rotation into an
+// outage; alert on it, or use it for readiness.
+func (s *Server) Healthz() error {
+	return s.certs.healthz()
+}
+
+// Run serves until ctx is done, then stops accepting connections and waits up
+// to Options.ShutdownTimeout for in-flight requests. It returns nil after a
+// clean shutdown and an error if serving fails or the shutdown times out.
+// Requests are logged with the logger in ctx. Run may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("admission webhook server: Run called twice")
+	}
+	logger := klog.FromContext(ctx).WithName("admission")
+	ctx = klog.NewContext(ctx, logger)
+
+	// In-flight requests must not be cancelled by ctx: shutdown lets them
+	// finish. Each request still gets its own deadline (handler.go).
+	baseCtx := context.WithoutCancel(ctx)
+	s.srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
+	s.srv.ErrorLog = log.New(&errorLogWriter{logger: logger}, "", 0)
+
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.certs.run(reloadCtx, s.opts.CertReloadInterval) })
+	defer func() {
+		stopReload()
+		wg.Wait()
+	}()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.srv.Serve(s.listener) }()
+	logger.Info("Serving admission webhooks", "addr", s.Addr().String())
+
+	select {
+	case err := <-serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil // Close was called
+		}
+		return fmt.Errorf("admission webhook server: serving on %s: %w", s.Addr(), err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("Shutting down the admission webhook server", "timeout", s.opts.ShutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(baseCtx, s.opts.ShutdownTimeout)
+	defer cancel()
+	err := s.srv.Shutdown(shutdownCtx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	<-serveErr
+	if err != nil {
+		return fmt.Errorf("admission webhook server: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Close stops the server at once, without waiting for in-flight requests, and
+// releases its listener. Use it when Run will not be called; to stop a running
+// server, cancel Run's context.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	if lerr := s.listener.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) && err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// errorLogWriter sends net/http's own messages (TLS handshake failures such
+// as a TLS 1.1 client, connections closed mid-request) to the structured
+// logger. They carry addresses and TLS alerts, never request bodies.
+type errorLogWriter struct {
+	logger klog.Logger
+}
+
+func (w *errorLogWriter) Write(p []byte) (int, error) {
+	w.logger.Info("HTTP server error", "msg", strings.TrimSpace(string(p)))
+	return len(p), nil
+}

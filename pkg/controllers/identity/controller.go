@@ -1,0 +1,431 @@
+// Package identity is the TerraformClusterIdentity status controller (SPEC
+// S1-S4, V5, section 13). It re-reads each identity's source Secret uncached
+// every --identity-resync (every 30s, or the resync if shorter, while not
+// Ready) and on every change, and reports:
+//
+//   - Ready: SecretFound or SecretNotFound (S1), with an event on change;
+//   - status.namespaces: the namespaces holding a real mirror (S2);
+//   - status.mirrors and MirrorsCurrent: how many mirrors carry the current
+//     source hash, are stale, or are blocked by a foreign Secret (section 13).
+//
+// When a mirror's hash differs from the source it enqueues that mirror's
+// users (S4), so a rotation lands within --identity-resync. It deletes
+// mirrors in namespaces the identity no longer allows, and every mirror of
+// an identity that is gone (V5). It never writes mirror data itself, and
+// writes status only when it changed (S3).
+package identity
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/index"
+	"github.com/captf/captf/pkg/controllers/loop"
+	"github.com/captf/captf/pkg/controllers/source"
+	"github.com/captf/captf/pkg/credentials"
+	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
+	listers "github.com/captf/captf/pkg/generated/listers/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/metrics"
+)
+
+const (
+	// notReadyResync is how often an identity that is not Ready is re-read
+	// (S1), unless --identity-resync is shorter.
+	notReadyResync = 30 * time.Second
+	// mirrorEventDelay coalesces the burst of mirror events of a fan-out or
+	// a rotation into about one status pass per identity per second.
+	mirrorEventDelay = time.Second
+	// maxNamespaces bounds status.namespaces (SPEC 1.1); the count is in
+	// status.mirrors.total.
+	maxNamespaces = 1000
+	fieldManager  = "captf-manager"
+)
+
+// Options tune the controller.
+type Options struct {
+	// Resync is --identity-resync (S1).
+	Resync time.Duration
+}
+
+// Informers are the informers the controller reads.
+type Informers struct {
+	Identities captfinformers.TerraformClusterIdentityInformer
+	Namespaces coreinformers.NamespaceInformer
+	// Mirrors must be restricted to captf.io/mirrored=true (M9).
+	Mirrors coreinformers.SecretInformer
+}
+
+// Controller reconciles TerraformClusterIdentity status.
+type Controller struct {
+	kube  kubernetes.Interface
+	captf versioned.Interface
+	// identities, namespaces and mirrors are read from caches.
+	identities    listers.TerraformClusterIdentityLister
+	namespaces    corelisters.NamespaceLister
+	mirrorIndexer cache.Indexer
+	synced        []cache.InformerSynced
+	// queue holds identity names.
+	queue loop.Queue
+	// source reads source Secrets uncached, shared with the workload controller.
+	source *source.Reader
+	// conflicts are recorded by the workload controller (M7).
+	conflicts *conflicts.Tracker
+	// enqueueOwners enqueues a stale mirror's users (S4).
+	enqueueOwners func(metav1.Object)
+	recorder      record.EventRecorder
+	clock         clock.Clock
+	opts          Options
+
+	// staleSince records, per identity and namespace, when a mirror was
+	// first seen stale: captf_mirror_staleness_seconds.
+	mu         sync.Mutex
+	staleSince map[string]map[string]time.Time
+}
+
+// NewController builds the controller; call before the informers start.
+func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, opts Options) (*Controller, error) {
+	return newController(ctx, kube, captf, inf, reader, tracker, enqueueOwners, recorder, clock.RealClock{}, opts)
+}
+
+func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, clk clock.Clock, opts Options) (*Controller, error) {
+	metrics.Register()
+	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		kube:          kube,
+		captf:         captf,
+		identities:    inf.Identities.Lister(),
+		namespaces:    inf.Namespaces.Lister(),
+		mirrorIndexer: inf.Mirrors.Informer().GetIndexer(),
+		synced:        []cache.InformerSynced{inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced, inf.Mirrors.Informer().HasSynced},
+		queue:         loop.NewQueue("terraformclusteridentity"),
+		source:        reader,
+		conflicts:     tracker,
+		enqueueOwners: enqueueOwners,
+		recorder:      recorder,
+		clock:         clk,
+		opts:          opts,
+		staleSince:    map[string]map[string]time.Time{},
+	}
+	enqueue := func(obj interface{}) {
+		if key, ok := loop.KeyOf(obj); ok {
+			c.queue.Add(key)
+		}
+	}
+	if _, err := inf.Identities.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, n := oldObj.(*v1.TerraformClusterIdentity), newObj.(*v1.TerraformClusterIdentity)
+			// Its own status writes are not a change (S3).
+			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
+				enqueue(newObj)
+			}
+		},
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	mirrorEvent := func(obj interface{}) {
+		if s, ok := loop.Unwrap(obj).(*corev1.Secret); ok {
+			c.EnqueueAfter(s.Annotations[v1.AnnotationIdentity], mirrorEventDelay)
+		}
+	}
+	if _, err := inf.Mirrors.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: mirrorEvent,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			if oldObj.(*corev1.Secret).ResourceVersion != newObj.(*corev1.Secret).ResourceVersion {
+				mirrorEvent(newObj)
+			}
+		},
+		DeleteFunc: mirrorEvent,
+	}); err != nil {
+		return nil, err
+	}
+	// A relabelled namespace may no longer be allowed by identities that
+	// have mirrors there (V5).
+	if _, err := inf.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
+			if equality.Semantic.DeepEqual(o.Labels, n.Labels) {
+				return
+			}
+			objs, err := inf.Mirrors.Informer().GetIndexer().ByIndex(cache.NamespaceIndex, n.Name)
+			if err != nil {
+				utilruntime.HandleError(err)
+				return
+			}
+			for _, m := range objs {
+				c.Enqueue(m.(*corev1.Secret).Annotations[v1.AnnotationIdentity])
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name is the controller's name in logs.
+func (c *Controller) Name() string { return "identity" }
+
+// Enqueue adds an identity to the queue.
+func (c *Controller) Enqueue(identity string) {
+	if identity != "" {
+		c.queue.Add(cache.ObjectName{Name: identity})
+	}
+}
+
+// EnqueueAfter adds an identity to the queue after delay.
+func (c *Controller) EnqueueAfter(identity string, delay time.Duration) {
+	if identity != "" {
+		c.queue.AddAfter(cache.ObjectName{Name: identity}, delay)
+	}
+}
+
+// Run processes the queue until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithName("identity")
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting controller", "workers", workers, "resync", c.opts.Resync)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	loop.Run(ctx, c.queue, workers, c.sync)
+	logger.Info("Stopped controller")
+}
+
+// sync reconciles one identity's status.
+func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
+	name := key.Name
+	logger := klog.FromContext(ctx).WithValues("identity", name)
+	ctx = klog.NewContext(ctx, logger)
+	identity, err := c.identities.Get(name)
+	if apierrors.IsNotFound(err) {
+		return c.removeAll(ctx, name)
+	}
+	if err != nil {
+		return err
+	}
+	identity = identity.DeepCopy()
+	before := identity.Status.DeepCopy()
+	now := c.clock.Now()
+
+	ref := identity.Spec.SecretRef
+	src, err := c.source.Get(ctx, c.source.Begin(), ref.Namespace, ref.Name)
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	hash := ""
+	if found {
+		hash = credentials.SourceHash(src.Data)
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionTrue, string(v1.ReasonSecretFound),
+			fmt.Sprintf("Secret %s/%s exists", ref.Namespace, ref.Name))
+	} else {
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionFalse, string(v1.ReasonSecretNotFound),
+			fmt.Sprintf("Secret %s/%s does not exist", ref.Namespace, ref.Name))
+	}
+
+	objs, err := c.mirrorIndexer.ByIndex(index.MirrorIdentity, name)
+	if err != nil {
+		return err
+	}
+	var namespaces []string
+	var counts v1.MirrorCounts
+	stale := map[string]bool{}
+	for _, o := range objs {
+		m := o.(*corev1.Secret)
+		if m.DeletionTimestamp != nil || m.Name != credentials.MirrorName(name) {
+			continue
+		}
+		if !c.allowed(identity, m.Namespace) {
+			// V5: revoked even when no user there reconciles.
+			if err := c.deleteMirror(ctx, m, "TerraformClusterIdentity "+name+" no longer allows the namespace"); err != nil {
+				return err
+			}
+			continue
+		}
+		namespaces = append(namespaces, m.Namespace)
+		counts.Total++
+		switch {
+		case !found:
+		case m.Annotations[v1.AnnotationSourceHash] == hash:
+			counts.Current++
+		default:
+			counts.Stale++
+			stale[m.Namespace] = true
+			// S4: the users rewrite it from a fresh read.
+			c.enqueueOwners(m)
+		}
+	}
+	conflicted := c.conflicts.Namespaces(name)
+	counts.Conflicted = int32(len(conflicted))
+	c.recordStaleness(name, stale, now)
+
+	sort.Strings(namespaces)
+	if len(namespaces) > maxNamespaces {
+		namespaces = namespaces[:maxNamespaces]
+	}
+	identity.Status.Namespaces = namespaces
+	identity.Status.Mirrors = &counts
+	c.setMirrorsCurrent(identity, found, counts, conflicted, now)
+
+	if changed := readyChanged(before.Conditions, identity.Status.Conditions); changed {
+		if found {
+			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1.EventSecretFound, "Secret %s/%s exists", ref.Namespace, ref.Name)
+		} else {
+			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1.EventSecretNotFound, "Secret %s/%s does not exist", ref.Namespace, ref.Name)
+		}
+	}
+	if !equality.Semantic.DeepEqual(before, &identity.Status) {
+		if _, err := c.captf.InfrastructureV1alpha1().TerraformClusterIdentities().UpdateStatus(ctx, identity, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return fmt.Errorf("updating status: %w", err)
+		}
+	}
+	// S1: re-read periodically; sooner while not Ready.
+	next := c.opts.Resync
+	if !found && notReadyResync < next {
+		next = notReadyResync
+	}
+	c.queue.AddAfter(key, next)
+	return nil
+}
+
+// setMirrorsCurrent sets MirrorsCurrent from the counts (section 13).
+func (c *Controller) setMirrorsCurrent(identity *v1.TerraformClusterIdentity, found bool, counts v1.MirrorCounts, conflicted []string, now time.Time) {
+	set := func(status metav1.ConditionStatus, reason v1.ConditionReason, msg string) {
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionMirrorsCurrent), status, string(reason), msg)
+	}
+	ref := identity.Spec.SecretRef
+	switch {
+	case len(conflicted) > 0:
+		set(metav1.ConditionFalse, v1.ReasonMirrorsConflicted, fmt.Sprintf("a Secret that is not a captf mirror holds the name %s in namespaces %s: rename or delete it",
+			credentials.MirrorName(identity.Name), strings.Join(conflicted, ", ")))
+	case !found && counts.Total > 0:
+		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("source Secret %s/%s does not exist: %d mirrors keep the data they were last written with", ref.Namespace, ref.Name, counts.Total))
+	case counts.Stale > 0:
+		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("%d of %d mirrors differ from the source Secret %s/%s; their users are being reconciled", counts.Stale, counts.Total, ref.Namespace, ref.Name))
+	default:
+		set(metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent, fmt.Sprintf("all %d mirrors carry the current hash of Secret %s/%s", counts.Total, ref.Namespace, ref.Name))
+	}
+}
+
+// allowed reports whether identity allows namespace (N1-N6).
+func (c *Controller) allowed(identity *v1.TerraformClusterIdentity, namespace string) bool {
+	return credentials.NamespaceAllowed(identity.Spec.AllowedNamespaces, namespace, func() (labels.Set, bool) {
+		n, err := c.namespaces.Get(namespace)
+		if err != nil {
+			return nil, false
+		}
+		return n.Labels, true
+	})
+}
+
+// removeAll deletes every mirror of an identity that is gone (V5).
+func (c *Controller) removeAll(ctx context.Context, name string) error {
+	objs, err := c.mirrorIndexer.ByIndex(index.MirrorIdentity, name)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := c.deleteMirror(ctx, o.(*corev1.Secret), "TerraformClusterIdentity "+name+" is gone"); err != nil {
+			return err
+		}
+	}
+	c.conflicts.Forget(name)
+	c.recordStaleness(name, nil, c.clock.Now())
+	return nil
+}
+
+// deleteMirror deletes a mirror (never a foreign Secret: the informer only
+// holds labelled ones, and the UID precondition pins the one it saw).
+func (c *Controller) deleteMirror(ctx context.Context, m *corev1.Secret, why string) error {
+	if credentials.IsForeign(m, m.Annotations[v1.AnnotationIdentity]) || m.DeletionTimestamp != nil {
+		return nil
+	}
+	uid := m.UID
+	err := c.kube.CoreV1().Secrets(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+		return fmt.Errorf("deleting mirror %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	metrics.MirrorWrites.WithLabelValues(metrics.WriteDeleted).Inc()
+	klog.FromContext(ctx).Info("Deleted mirror", "mirror", klog.KObj(m), "reason", why)
+	return nil
+}
+
+// recordStaleness updates captf_mirror_staleness_seconds: the age of the
+// oldest mirror seen stale and not yet seen current again.
+func (c *Controller) recordStaleness(identity string, stale map[string]bool, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.staleSince[identity]
+	next := map[string]time.Time{}
+	for ns := range stale {
+		if t, ok := prev[ns]; ok {
+			next[ns] = t
+		} else {
+			next[ns] = now
+		}
+	}
+	if len(next) == 0 {
+		delete(c.staleSince, identity)
+	} else {
+		c.staleSince[identity] = next
+	}
+	var oldest time.Time
+	for _, byNS := range c.staleSince {
+		for _, t := range byNS {
+			if oldest.IsZero() || t.Before(oldest) {
+				oldest = t
+			}
+		}
+	}
+	if oldest.IsZero() {
+		metrics.MirrorStaleness.Set(0)
+		return
+	}
+	metrics.MirrorStaleness.Set(now.Sub(oldest).Seconds())
+}
+
+func setCondition(conds *[]metav1.Condition, generation int64, now time.Time, t string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
+}
+
+// readyChanged reports whether Ready's status changed (one event per change).
+func readyChanged(before, after []metav1.Condition) bool {
+	b := meta.FindStatusCondition(before, string(v1.ConditionReady))
+	a := meta.FindStatusCondition(after, string(v1.ConditionReady))
+	if a == nil {
+		return false
+	}
+	return b == nil || b.Status != a.Status
+}

@@ -1,0 +1,32 @@
+// Package jobs builds the Kubernetes Job that runs Terraform for a workload
+// object (TerraformCluster, TerraformMachine, TerraformMachinePool) and reads
+// a Job's outcome back. It is pure: no client, no I/O, no logging. The
+// workload controller decides when a Job is needed and creates it; this
+// package only says what the Job is, so the whole Job can be golden-tested.
+//
+// The package owns these rules of SPEC.md:
+//
+//   - J1, naming and marking: the Job's deterministic name of at most 63
+//     characters ([Name]), the captf.io/managed=true label and the
+//     controller owner reference to the object ([Build]). When a Job is
+//     created, and that only one runs at a time, is the controller's part of
+//     J1.
+//   - J2: the mirror Secret reaches the container both as envFrom and as a
+//     read-only Secret volume at [CredentialsMountPath], mode 0440, one file
+//     per key.
+//   - J3: TF_IN_AUTOMATION=1, TF_INPUT=0 and KUBE_NAMESPACE come first in the
+//     container's env, where a mirror key (envFrom) cannot override them;
+//     optional fields the spec calls unset, such as blockOwnerDeletion, are
+//     absent (nil), not false.
+//   - J4: activeDeadlineSeconds from the object ([DefaultActiveDeadlineSeconds]
+//     when unset), backoffLimit 0.
+//   - J5: the module image runs `captf runner apply|destroy` from [RunnerPath],
+//     which an init container running the manager's --runner-image installs
+//     into a shared emptyDir. The runner (J6) lives in pkg/runner.
+//   - C5: the Job carries the captf.io/source-hash of the mirror it started
+//     with ([SourceHashOf]).
+//   - J7, reading: what a Job's status conditions say ([Status], [Finished]);
+//     turning that into the ApplyJobSucceeded condition is the controller's.
+//     [ActionOf] and [GenerationOf] read back which action and generation a
+//     Job was created for.
+package jobs

@@ -1,0 +1,285 @@
+package jobs
+
+import (
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+)
+
+// Paths, names and values of the Job. Other packages and tests use these
+// rather than repeating the literals.
+const (
+	// CredentialsVolumeName is the pod volume holding the mirror Secret (SPEC J2).
+	CredentialsVolumeName = "credentials"
+	// CredentialsMountPath is where the Terraform container sees one file per
+	// mirror key, read-only (SPEC J2). Modules read keys the runner drops
+	// from the environment (J6) from here.
+	CredentialsMountPath = "/var/run/captf/credentials"
+	// CredentialsFileMode is the mode of those files (SPEC J2): 0440, no
+	// write and nothing for others. The kubelet makes the files owned by root
+	// and, when the pod sets securityContext.fsGroup, by that group; a module
+	// image that runs as a non-root user without group 0 reads them only
+	// through such an fsGroup (the environment copy works regardless).
+	CredentialsFileMode int32 = 0o440
+
+	// RunnerVolumeName is the emptyDir the init container installs the
+	// runner into and the Terraform container runs it from (SPEC J5).
+	RunnerVolumeName = "runner"
+	// RunnerDir is where that volume is mounted in both containers (SPEC J5).
+	RunnerDir = "/opt/captf/bin"
+	// RunnerPath is the installed captf binary the Terraform container runs
+	// as `captf runner apply|destroy` (SPEC J5).
+	RunnerPath = RunnerDir + "/captf"
+
+	// InitContainerName is the init container that runs the manager's
+	// --runner-image and copies the captf binary to RunnerPath (SPEC J5).
+	InitContainerName = "install-runner"
+	// ContainerName is the container that runs the module image, and in it
+	// the runner and Terraform (SPEC J5, J6).
+	ContainerName = "terraform"
+
+	// DefaultActiveDeadlineSeconds is the Job's deadline when the object sets
+	// none (SPEC J4; the CRD defaults spec.jobs.activeDeadlineSeconds to it).
+	DefaultActiveDeadlineSeconds int64 = 3600
+
+	// TerminationGracePeriodSeconds is how long the kubelet waits between
+	// SIGTERM and SIGKILL when the Job's pod stops (deletion, or the J4
+	// deadline). It is above the runner's --stop-timeout default
+	// (runner.DefaultStopTimeout, 570s), so that the runner, not the kubelet,
+	// kills a Terraform that does not stop, and still reports how it ended;
+	// Terraform gets those 570s to release its state lock.
+	TerminationGracePeriodSeconds int64 = 600
+)
+
+// Environment variables the Job itself sets (SPEC J3). The runner keeps
+// exactly these three of the TF_ and KUBE_ names (J6).
+const (
+	EnvTFInAutomation = "TF_IN_AUTOMATION"
+	EnvTFInput        = "TF_INPUT"
+	EnvKubeNamespace  = "KUBE_NAMESPACE"
+)
+
+// Params is everything a Job depends on. Two calls of [Build] with equal
+// Params return equal Jobs.
+type Params struct {
+	// OwnerAPIVersion, OwnerKind, OwnerName and OwnerUID identify the
+	// workload object (TerraformCluster, TerraformMachine or
+	// TerraformMachinePool), the Job's controller owner (SPEC J1).
+	// OwnerAPIVersion is "infrastructure.cluster.x-k8s.io/v1alpha1".
+	OwnerAPIVersion string
+	OwnerKind       string
+	OwnerName       string
+	OwnerUID        types.UID
+	// Namespace is the object's namespace, where the Job and the mirror are.
+	Namespace string
+	// Generation is the object's metadata.generation this Job is for.
+	Generation int64
+	// Action is v1alpha1.JobActionApply or v1alpha1.JobActionDestroy.
+	Action v1alpha1.JobAction
+	// ModuleImage is the object's spec.source.image.
+	ModuleImage string
+	// RunnerImage is the manager's --runner-image (SPEC J5).
+	RunnerImage string
+	// MirrorName is the mirror Secret in Namespace,
+	// credentials.MirrorName(identity) (SPEC M1, J2).
+	MirrorName string
+	// Env is the object's spec.jobs.env, already validated (no TF_*, KUBE_*
+	// or HOME, SPEC A9). Build copies it.
+	Env []corev1.EnvVar
+	// ActiveDeadlineSeconds is the object's spec.jobs.activeDeadlineSeconds;
+	// zero or less means DefaultActiveDeadlineSeconds (SPEC J4).
+	ActiveDeadlineSeconds int64
+	// SourceHash is the mirror's captf.io/source-hash when the Job is
+	// created, recorded on the Job (SPEC C5); "" records nothing.
+	SourceHash string
+}
+
+// Build returns the Job for p (SPEC J1-J5, C5). The result shares no memory
+// with p. Fields the spec does not ask for are left unset (nil), so the API
+// server's defaults apply and nothing is written as an explicit false or
+// zero (J3).
+func Build(p Params) *batchv1.Job {
+	deadline := p.ActiveDeadlineSeconds
+	if deadline <= 0 {
+		deadline = DefaultActiveDeadlineSeconds
+	}
+
+	annotations := map[string]string{
+		v1alpha1.AnnotationJobAction:     string(p.Action),
+		v1alpha1.AnnotationJobGeneration: strconv.FormatInt(p.Generation, 10),
+	}
+	if p.SourceHash != "" {
+		annotations[v1alpha1.AnnotationSourceHash] = p.SourceHash
+	}
+
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        Name(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation),
+			Namespace:   p.Namespace,
+			Labels:      managedLabels(),
+			Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: p.OwnerAPIVersion,
+				Kind:       p.OwnerKind,
+				Name:       p.OwnerName,
+				UID:        p.OwnerUID,
+				// The controller reference makes the Job the object's (J1)
+				// and lets the garbage collector delete it with the object.
+				// BlockOwnerDeletion stays nil (J3): deleting the object
+				// never waits on its Jobs, and the manager needs no permission
+				// to update its owners' finalizers, which the API server's
+				// OwnerReferencesPermissionEnforcement asks of anyone setting
+				// blockOwnerDeletion=true.
+				Controller: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{
+			// One attempt (J4): a failed apply or destroy is reported, not
+			// retried behind the user's back.
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(deadline),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: managedLabels()},
+				Spec:       podSpec(p),
+			},
+		},
+	}
+}
+
+// CredentialsGroup is the pod's fsGroup: the group that owns the credential
+// files, added to every container's supplementary groups (see podSpec).
+const CredentialsGroup int64 = 65532
+
+// podSpec is the pod template's spec (SPEC J2, J3, J5).
+func podSpec(p Params) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
+		// The credential files are 0440 (J2) and owned by root. fsGroup makes
+		// the kubelet give them this group and adds the group to every
+		// container's supplementary groups, so a module image running as any
+		// non-root user can read them, without widening the mode.
+		SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To(CredentialsGroup)},
+		Volumes: []corev1.Volume{
+			{
+				Name: CredentialsVolumeName,
+				VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: p.MirrorName,
+					// No Items: one file per key (J2). Optional unset: a
+					// missing mirror keeps the pod from starting rather than
+					// running Terraform without credentials.
+					DefaultMode: ptr.To(CredentialsFileMode),
+				}},
+			},
+			{
+				Name:         RunnerVolumeName,
+				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+			},
+		},
+		InitContainers: []corev1.Container{{
+			Name:  InitContainerName,
+			Image: p.RunnerImage,
+			// The runner image's entrypoint is the captf binary.
+			Args: []string{"runner", "install", RunnerPath},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: RunnerVolumeName, MountPath: RunnerDir},
+			},
+		}},
+		Containers: []corev1.Container{{
+			Name:  ContainerName,
+			Image: p.ModuleImage,
+			// No --chdir: Terraform runs in the module image's working
+			// directory (J6).
+			Command: []string{RunnerPath, "runner", string(p.Action)},
+			EnvFrom: []corev1.EnvFromSource{{
+				SecretRef: &corev1.SecretEnvSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: p.MirrorName},
+				},
+			}},
+			Env: env(p),
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: CredentialsVolumeName, MountPath: CredentialsMountPath, ReadOnly: true},
+				{Name: RunnerVolumeName, MountPath: RunnerDir, ReadOnly: true},
+			},
+		}},
+	}
+}
+
+// env is the Terraform container's env (SPEC J3): the Job's three variables
+// first, then a deep copy of the object's env in order. env takes precedence
+// over envFrom, so no mirror key can override the three.
+//
+// An object entry with one of the three names is left out. Admission rejects
+// them (A9), so this only matters for an object stored without that
+// validation; were it kept, the kubelet would let the later entry win and
+// the object could, for example, turn TF_INPUT back on.
+func env(p Params) []corev1.EnvVar {
+	out := make([]corev1.EnvVar, 0, 3+len(p.Env))
+	out = append(out,
+		corev1.EnvVar{Name: EnvTFInAutomation, Value: "1"},
+		corev1.EnvVar{Name: EnvTFInput, Value: "0"},
+		corev1.EnvVar{Name: EnvKubeNamespace, Value: p.Namespace},
+	)
+	for i := range p.Env {
+		switch p.Env[i].Name {
+		case EnvTFInAutomation, EnvTFInput, EnvKubeNamespace:
+			continue
+		}
+		out = append(out, *p.Env[i].DeepCopy())
+	}
+	return out
+}
+
+// managedLabels returns a new map on each call so the Job's and the pod
+// template's labels are not one map.
+func managedLabels() map[string]string {
+	return map[string]string{v1alpha1.LabelManaged: v1alpha1.LabelTrue}
+}
+
+// ActionOf returns the action a Job was built for (its captf.io/action
+// annotation): v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, or "" when
+// the annotation is missing or holds anything else.
+func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
+	if job == nil {
+		return ""
+	}
+	switch a := v1alpha1.JobAction(job.Annotations[v1alpha1.AnnotationJobAction]); a {
+	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy:
+		return a
+	}
+	return ""
+}
+
+// GenerationOf returns the object generation a Job was built for (its
+// captf.io/generation annotation); ok is false when the annotation is missing
+// or not a decimal integer.
+func GenerationOf(job *batchv1.Job) (generation int64, ok bool) {
+	if job == nil {
+		return 0, false
+	}
+	v, found := job.Annotations[v1alpha1.AnnotationJobGeneration]
+	if !found || strings.HasPrefix(v, "+") {
+		return 0, false
+	}
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return g, true
+}
+
+// SourceHashOf returns the mirror source hash a Job started with (its
+// captf.io/source-hash annotation, SPEC C5), "" when it has none.
+func SourceHashOf(job *batchv1.Job) string {
+	if job == nil {
+		return ""
+	}
+	return job.Annotations[v1alpha1.AnnotationSourceHash]
+}

@@ -1,0 +1,128 @@
+package jobs
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+)
+
+const (
+	// MaxNameLength is the longest Job name [Name] returns (SPEC J1). The Job
+	// controller copies the Job's name into the job-name and
+	// batch.kubernetes.io/job-name labels of its pods, and a label value is
+	// at most 63 characters, so a longer Job name could not run.
+	MaxNameLength = 63
+
+	// nameHashHexChars is how many hex characters of the name hash end a Job
+	// name: 32 bits, enough to tell apart the Jobs of objects whose names
+	// share a long prefix, short enough to leave room for a readable name.
+	nameHashHexChars = 8
+
+	// maxActionChars bounds the action's part of the name. The known actions
+	// are short; the bound only matters for a value that is neither apply nor
+	// destroy, so that it cannot push the owner's name out entirely.
+	maxActionChars = 16
+)
+
+// Name returns the deterministic name of the Job that runs action for
+// generation of an owner (SPEC J1):
+//
+//	<name-prefix>-<action>-<generation>-<8 hex>
+//
+// It is a valid DNS label (lowercase alphanumerics and '-', starting and
+// ending with an alphanumeric) of at most [MaxNameLength] characters, because
+// the Job controller uses the Job's name as a label value and as the prefix
+// of its pods' names.
+//
+// The name prefix is the owner's name with every character other than a
+// lowercase letter or digit (in a valid name: '.') replaced by '-', upper
+// case folded, cut to what fits, and stripped of leading and trailing '-'.
+// The hex suffix is a hash of the owner's kind, name and UID, the action and
+// the generation, so that:
+//
+//   - two objects whose names share a long prefix (or differ only by '.'
+//     versus '-') get different Jobs;
+//   - a cluster and a machine with the same name in one namespace get
+//     different Jobs (the kind is hashed);
+//   - an object deleted and re-created under the same name (a new UID)
+//     never finds, and mistakes for its own, a Job of its predecessor.
+//
+// Name is a total function: any input, even an invalid owner name or an
+// unknown action, gives a valid DNS label.
+func Name(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64) string {
+	suffix := joinNonEmpty(
+		trimDashes(truncate(sanitize(string(action)), maxActionChars)),
+		strconv.FormatInt(generation, 10),
+		nameHash(ownerKind, ownerName, ownerUID, action, generation),
+	)
+	// The suffix is at most 16+1+20+1+8 = 46 characters, so the prefix
+	// always has room for at least 16.
+	prefix := trimDashes(truncate(sanitize(ownerName), MaxNameLength-len(suffix)-1))
+	if prefix == "" {
+		// A negative generation (never set by the API server) would leave a
+		// leading '-' when there is neither a name nor an action before it.
+		return strings.TrimLeft(suffix, "-")
+	}
+	return prefix + "-" + suffix
+}
+
+// nameHash returns the first nameHashHexChars lowercase hex characters of a
+// SHA-256 over the inputs. Each string is preceded by its 8-byte big-endian
+// length, so no two different inputs share an encoding (("ab", "c") and
+// ("a", "bc") hash differently).
+func nameHash(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range []string{ownerKind, ownerName, string(ownerUID), string(action)} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	binary.BigEndian.PutUint64(n[:], uint64(generation))
+	h.Write(n[:])
+	return hex.EncodeToString(h.Sum(nil))[:nameHashHexChars]
+}
+
+// sanitize folds ASCII upper case to lower case and replaces every other
+// byte that may not appear in a DNS label with '-'. A multi-byte character
+// becomes several '-'; the hash still tells such names apart.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case 'A' <= c && c <= 'Z':
+			b[i] = c - 'A' + 'a'
+		default:
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// truncate returns the first n bytes of s (s is ASCII after sanitize).
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:max(n, 0)]
+	}
+	return s
+}
+
+func trimDashes(s string) string { return strings.Trim(s, "-") }
+
+// joinNonEmpty joins the non-empty parts with '-'.
+func joinNonEmpty(parts ...string) string {
+	kept := parts[:0:0]
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "-")
+}

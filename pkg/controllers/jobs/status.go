@@ -1,0 +1,112 @@
+package jobs
+
+import (
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Outcome is what a Job's status says about its run (SPEC J7). The
+// controller maps it to the ApplyJobSucceeded condition: Running to
+// Unknown/JobRunning, Succeeded to True/ApplySucceeded or DestroySucceeded,
+// Failed to False/ApplyFailed or DestroyFailed, DeadlineExceeded to
+// False/JobDeadlineExceeded.
+type Outcome int
+
+const (
+	// Running: no condition decides the Job yet. The Job may not have
+	// started a pod, or its pod is running Terraform.
+	Running Outcome = iota
+	// Succeeded: a Complete or SuccessCriteriaMet condition is True; the
+	// runner, and so Terraform, exited 0.
+	Succeeded
+	// Failed: a Failed or FailureTarget condition is True for any reason
+	// other than the deadline, typically BackoffLimitExceeded (with
+	// backoffLimit 0, the runner exited non-zero once, J4).
+	Failed
+	// DeadlineExceeded: a Failed or FailureTarget condition is True with
+	// reason DeadlineExceeded: the Job ran past activeDeadlineSeconds (J4).
+	DeadlineExceeded
+)
+
+// String returns the outcome's name, for logs.
+func (o Outcome) String() string {
+	switch o {
+	case Running:
+		return "Running"
+	case Succeeded:
+		return "Succeeded"
+	case Failed:
+		return "Failed"
+	case DeadlineExceeded:
+		return "DeadlineExceeded"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Status interprets job.Status.Conditions (SPEC J7):
+//
+//   - Succeeded when Complete=True or SuccessCriteriaMet=True;
+//   - else DeadlineExceeded when Failed=True or FailureTarget=True has reason
+//     DeadlineExceeded;
+//   - else Failed when Failed=True or FailureTarget=True;
+//   - else Running (also for a nil Job, and for conditions that are False or
+//     Unknown).
+//
+// SuccessCriteriaMet and FailureTarget count because the Job controller adds
+// them as soon as the outcome is decided, while Complete and Failed wait
+// until every pod has terminated, which after a deadline can take the whole
+// termination grace period. Use [Finished] to know whether pods are gone.
+//
+// message is the message of the deciding failure condition (Failed
+// preferred over FailureTarget), "" otherwise. The Job controller writes it
+// (for example "Job was active longer than specified deadline"); it never
+// holds container output, so no Secret value can reach a condition this way
+// (X1).
+func Status(job *batchv1.Job) (outcome Outcome, message string) {
+	if job == nil {
+		return Running, ""
+	}
+	if trueCondition(job, batchv1.JobComplete) != nil || trueCondition(job, batchv1.JobSuccessCriteriaMet) != nil {
+		return Succeeded, ""
+	}
+	failed := trueCondition(job, batchv1.JobFailed)
+	target := trueCondition(job, batchv1.JobFailureTarget)
+	for _, c := range []*batchv1.JobCondition{failed, target} {
+		if c != nil && c.Reason == batchv1.JobReasonDeadlineExceeded {
+			return DeadlineExceeded, c.Message
+		}
+	}
+	for _, c := range []*batchv1.JobCondition{failed, target} {
+		if c != nil {
+			return Failed, c.Message
+		}
+	}
+	return Running, ""
+}
+
+// Finished reports whether the Job is in a terminal condition, Complete=True
+// or Failed=True. Since Kubernetes 1.31 the Job controller adds these only
+// once every pod of the Job has terminated, so a Finished Job no longer runs
+// Terraform. A controller that must not run two Jobs of one object at a time
+// (SPEC J1), for example an apply still releasing its state lock after its
+// deadline and the next destroy, waits for Finished, not only for [Status]
+// to leave Running.
+func Finished(job *batchv1.Job) bool {
+	if job == nil {
+		return false
+	}
+	return trueCondition(job, batchv1.JobComplete) != nil || trueCondition(job, batchv1.JobFailed) != nil
+}
+
+// trueCondition returns the first condition of type t whose status is True,
+// or nil.
+func trueCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+// Package loop is the plumbing every captf controller shares: a named, typed,
+// rate-limited queue (its name gives it workqueue metrics), the worker loop,
+// the resync ticker that bounds rotation latency (SPEC R2), and event-handler
+// helpers that unwrap tombstones.
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Queue is a typed rate-limited queue of object keys.
+type Queue = workqueue.TypedRateLimitingInterface[cache.ObjectName]
+
+// NewQueue returns a queue named name (the workqueue metrics' label). Errors
+// back off per key from 5ms to 5 minutes; retries of all keys together are
+// bounded at 50/s (burst 300) so a broken API server is not hammered.
+func NewQueue(name string) Queue {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
+}
+
+// SyncFunc reconciles one key. It returns an error exactly when a retry can
+// help; the key is then requeued with backoff.
+type SyncFunc func(ctx context.Context, key cache.ObjectName) error
+
+// Run starts workers that process queue with sync until ctx is done, then
+// shuts the queue down, letting in-flight items finish (drain), and returns
+// once every worker has returned.
+func Run(ctx context.Context, queue Queue, workers int, syncFn SyncFunc) {
+	logger := klog.FromContext(ctx)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for processNext(ctx, queue, syncFn) {
+				}
+			}, time.Second)
+		}()
+	}
+	<-ctx.Done()
+	logger.V(2).Info("Draining queue")
+	queue.ShutDownWithDrain()
+	wg.Wait()
+}
+
+// processNext handles one key; false once the queue is shut down.
+func processNext(ctx context.Context, queue Queue, sync SyncFunc) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+	err := func() (err error) {
+		// A panic in one reconcile must not take the manager down.
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+				utilruntime.HandleErrorWithContext(ctx, err, "Reconcile panicked", "key", key)
+			}
+		}()
+		return sync(ctx, key)
+	}()
+	if err == nil {
+		queue.Forget(key)
+		return true
+	}
+	klog.FromContext(ctx).V(2).Info("Requeuing after error", "key", key, "err", err)
+	queue.AddRateLimited(key)
+	return true
+}
+
+// RunResync re-enqueues every key that list returns once per period until
+// ctx is done (SPEC R2: every workload object is reconciled at least once
+// per --sync-period, which bounds how long a rotation takes to reach every
+// mirror).
+func RunResync(ctx context.Context, clk clock.WithTicker, period time.Duration, queue Queue, list func() []cache.ObjectName) {
+	ticker := clk.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+			keys := list()
+			for _, k := range keys {
+				queue.Add(k)
+			}
+			klog.FromContext(ctx).V(4).Info("Resync", "keys", len(keys))
+		}
+	}
+}
+
+// KeyOf returns the key of an informer object, unwrapping a tombstone.
+func KeyOf(obj interface{}) (cache.ObjectName, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	name, err := cache.ObjectToName(obj)
+	if err != nil {
+		return cache.ObjectName{}, false
+	}
+	return name, true
+}
+
+// Unwrap returns the object inside a tombstone, or obj itself.
+func Unwrap(obj interface{}) interface{} {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}

@@ -1,0 +1,335 @@
+package workload
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/index"
+	"github.com/captf/captf/pkg/controllers/loop"
+	"github.com/captf/captf/pkg/controllers/source"
+	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
+	listers "github.com/captf/captf/pkg/generated/listers/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/metrics"
+)
+
+// Options tune the controller.
+type Options struct {
+	// SyncPeriod: every object is reconciled at least this often (R2).
+	SyncPeriod time.Duration
+	// RunnerImage is the image the Jobs' init container copies captf from (J5).
+	RunnerImage string
+}
+
+// Informers are the informers the controller reads.
+type Informers struct {
+	Clusters   captfinformers.TerraformClusterInformer
+	Machines   captfinformers.TerraformMachineInformer
+	Pools      captfinformers.TerraformMachinePoolInformer
+	Identities captfinformers.TerraformClusterIdentityInformer
+	Namespaces coreinformers.NamespaceInformer
+	// Mirrors must be restricted to captf.io/mirrored=true (M9).
+	Mirrors coreinformers.SecretInformer
+	// Jobs must be restricted to captf.io/managed=true.
+	Jobs batchinformers.JobInformer
+}
+
+// Controller reconciles the three workload kinds.
+type Controller struct {
+	// kube writes mirrors and Jobs; captf writes workload objects.
+	kube  kubernetes.Interface
+	captf versioned.Interface
+	// kinds by kind name, each with its queue in queues.
+	kinds  map[string]*kind
+	queues map[string]loop.Queue
+	// resolver finds identities and their users from the workload caches.
+	resolver *index.Resolver
+	// identities, namespaces, mirrors and jobs are the other caches.
+	identities    listers.TerraformClusterIdentityLister
+	namespaces    corelisters.NamespaceLister
+	mirrors       corelisters.SecretLister
+	mirrorIndexer cache.Indexer
+	jobIndexer    cache.Indexer
+	// synced reports whether every cache above has synced.
+	synced []cache.InformerSynced
+	// source reads source Secrets uncached, shared between reconciles (M6).
+	source *source.Reader
+	// conflicts records foreign Secrets in the way of a mirror (M7).
+	conflicts *conflicts.Tracker
+	recorder  record.EventRecorder
+	clock     clock.WithTicker
+	opts      Options
+}
+
+// NewController builds the controller and registers its event handlers and
+// indexes; call before the informer factories start.
+func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, opts Options) (*Controller, error) {
+	return newController(ctx, kube, captf, inf, reader, tracker, recorder, clock.RealClock{}, opts)
+}
+
+func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, clk clock.WithTicker, opts Options) (*Controller, error) {
+	metrics.Register()
+	if err := index.AddWorkloadIndexers(inf.Clusters.Informer(), inf.Machines.Informer(), inf.Pools.Informer()); err != nil {
+		return nil, err
+	}
+	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
+		return nil, err
+	}
+	if err := index.AddJobIndexers(inf.Jobs.Informer()); err != nil {
+		return nil, err
+	}
+	c := &Controller{
+		kube:  kube,
+		captf: captf,
+		kinds: map[string]*kind{
+			KindCluster:     clusterKind(inf.Clusters, captf),
+			KindMachine:     machineKind(inf.Machines, captf),
+			KindMachinePool: poolKind(inf.Pools, captf),
+		},
+		queues: map[string]loop.Queue{
+			KindCluster:     loop.NewQueue("terraformcluster"),
+			KindMachine:     loop.NewQueue("terraformmachine"),
+			KindMachinePool: loop.NewQueue("terraformmachinepool"),
+		},
+		resolver: &index.Resolver{
+			Clusters:       inf.Clusters.Lister(),
+			ClusterIndexer: inf.Clusters.Informer().GetIndexer(),
+			MachineIndexer: inf.Machines.Informer().GetIndexer(),
+			PoolIndexer:    inf.Pools.Informer().GetIndexer(),
+		},
+		identities:    inf.Identities.Lister(),
+		namespaces:    inf.Namespaces.Lister(),
+		mirrors:       inf.Mirrors.Lister(),
+		mirrorIndexer: inf.Mirrors.Informer().GetIndexer(),
+		jobIndexer:    inf.Jobs.Informer().GetIndexer(),
+		synced: []cache.InformerSynced{
+			inf.Clusters.Informer().HasSynced, inf.Machines.Informer().HasSynced, inf.Pools.Informer().HasSynced,
+			inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
+			inf.Mirrors.Informer().HasSynced, inf.Jobs.Informer().HasSynced,
+		},
+		source:    reader,
+		conflicts: tracker,
+		recorder:  recorder,
+		clock:     clk,
+		opts:      opts,
+	}
+	if err := c.addHandlers(ctx, inf); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Name is the controller's name in logs.
+func (c *Controller) Name() string { return "workload" }
+
+// Run processes the three queues with workers each until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithName("workload")
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("Starting controller", "workers", workers, "syncPeriod", c.opts.SyncPeriod)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return
+	}
+	var wg sync.WaitGroup
+	for name, k := range c.kinds {
+		q := c.queues[name]
+		wg.Go(func() {
+			loop.Run(klog.NewContext(ctx, logger.WithValues("kind", name)), q, workers, func(ctx context.Context, key cache.ObjectName) error {
+				return c.sync(ctx, k, key)
+			})
+		})
+		wg.Go(func() { loop.RunResync(ctx, c.clock, c.opts.SyncPeriod, q, k.keys) })
+	}
+	wg.Wait()
+	logger.Info("Stopped controller")
+}
+
+// Enqueue adds an object of kind to its queue.
+func (c *Controller) Enqueue(kind string, key cache.ObjectName) {
+	if q, ok := c.queues[kind]; ok {
+		q.Add(key)
+	}
+}
+
+// EnqueueOwners enqueues the workload objects a mirror or Job names as
+// owners (M8); the identity controller uses it for S4.
+func (c *Controller) EnqueueOwners(obj metav1.Object) {
+	for _, ref := range obj.GetOwnerReferences() {
+		if gv := ref.APIVersion; gv != v1.SchemeGroupVersion.String() {
+			continue
+		}
+		c.Enqueue(ref.Kind, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+	}
+}
+
+func (c *Controller) enqueueObject(obj interface{}) {
+	obj = loop.Unwrap(obj)
+	kind := kindOfObject(obj)
+	if key, ok := loop.KeyOf(obj); ok && kind != "" {
+		c.Enqueue(kind, key)
+	}
+}
+
+// enqueueMembers enqueues the machines and pools that inherit from cluster (I3).
+func (c *Controller) enqueueMembers(obj interface{}) {
+	cl, ok := loop.Unwrap(obj).(*v1.TerraformCluster)
+	if !ok {
+		return
+	}
+	members, err := c.resolver.MembersOf(cl)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, m := range members {
+		c.enqueueObject(m)
+	}
+}
+
+// enqueueUsers enqueues every object that resolves to identity (I4).
+func (c *Controller) enqueueUsers(identity string) {
+	users, err := c.resolver.Users(identity)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, u := range users {
+		c.Enqueue(u.Kind, cache.ObjectName{Namespace: u.Namespace, Name: u.Name})
+	}
+}
+
+// enqueueNamespace enqueues every workload object in namespace (N5).
+func (c *Controller) enqueueNamespace(namespace string) {
+	for name, k := range c.kinds {
+		objs, err := k.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		for _, o := range objs {
+			if key, ok := loop.KeyOf(o); ok {
+				c.Enqueue(name, key)
+			}
+		}
+	}
+}
+
+// workloadChanged reports whether an update of a workload object needs a
+// reconcile: not when only its status changed (the manager's own writes).
+func workloadChanged(oldObj, newObj interface{}) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
+		o.GetUID() != n.GetUID()
+}
+
+func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
+	logger := klog.FromContext(ctx)
+	for _, k := range c.kinds {
+		if _, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueueObject,
+			UpdateFunc: func(oldObj, newObj interface{}) {
+				if workloadChanged(oldObj, newObj) {
+					c.enqueueObject(newObj)
+				}
+			},
+			DeleteFunc: c.enqueueObject,
+		}); err != nil {
+			return err
+		}
+	}
+	// A cluster's identityRef, defaults or labels decide its members'
+	// identity (I2, I3).
+	if _, err := inf.Clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueMembers,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			if workloadChanged(oldObj, newObj) {
+				c.enqueueMembers(oldObj)
+				c.enqueueMembers(newObj)
+			}
+		},
+		DeleteFunc: c.enqueueMembers,
+	}); err != nil {
+		return err
+	}
+	identityName := func(obj interface{}) string {
+		if id, ok := loop.Unwrap(obj).(*v1.TerraformClusterIdentity); ok {
+			return id.Name
+		}
+		return ""
+	}
+	if _, err := inf.Identities.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { c.enqueueUsers(identityName(obj)) },
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			// Spec or deletion (I4); the identity's own status writes are not
+			// a change its users care about.
+			o, n := oldObj.(*v1.TerraformClusterIdentity), newObj.(*v1.TerraformClusterIdentity)
+			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
+				logger.V(4).Info("Identity changed; enqueueing its users", "identity", n.Name)
+				c.enqueueUsers(n.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) { c.enqueueUsers(identityName(obj)) },
+	}); err != nil {
+		return err
+	}
+	if _, err := inf.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
+			if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Phase != n.Status.Phase {
+				c.enqueueNamespace(n.Name)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	ownersOf := func(obj interface{}) {
+		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
+			c.EnqueueOwners(m)
+		}
+	}
+	ownersOnChange := func(oldObj, newObj interface{}) {
+		o, n := oldObj.(metav1.Object), newObj.(metav1.Object)
+		if o.GetResourceVersion() == n.GetResourceVersion() {
+			return
+		}
+		ownersOf(oldObj)
+		ownersOf(newObj)
+	}
+	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    ownersOf,
+			UpdateFunc: ownersOnChange,
+			DeleteFunc: ownersOf,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

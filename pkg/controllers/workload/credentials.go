@@ -1,0 +1,454 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/index"
+	"github.com/captf/captf/pkg/credentials"
+	"github.com/captf/captf/pkg/metrics"
+)
+
+// maxWriteAttempts bounds retries of a mirror write that meets concurrent
+// writers; each retry starts from a fresh uncached read.
+const maxWriteAttempts = 8
+
+// credentialResult is the outcome of the credential step.
+type credentialResult struct {
+	// identity is the resolved identity ("" when none).
+	identity string
+	// ready: IdentityAllowed=True and CredentialsMirrored=True.
+	ready bool
+	// mirror is the mirror's name, hash the source hash written to it.
+	mirror string
+	hash   string
+}
+
+// credentialStep resolves the identity (I1-I3), releases mirrors of an
+// identity the object no longer uses (V4), checks the namespace (N1-N6),
+// revokes when it is not allowed (V1), reads the source uncached and makes
+// the mirror current (M2-M8). It sets IdentityAllowed and
+// CredentialsMirrored. It returns an error only when a retry can help.
+func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentialResult, error) {
+	ticket := c.source.Begin()
+	now := c.clock.Now()
+	before := w.status.DeepCopy()
+	defer func() {
+		if conditionChanged(before.Conditions, w, v1.ConditionIdentityAllowed) && !isTrue(w, v1.ConditionIdentityAllowed) {
+			if cond := findCondition(w, v1.ConditionIdentityAllowed); cond != nil && cond.Status == metav1.ConditionFalse {
+				c.warn(w, v1.EventIdentityNotAllowed, "%s", cond.Message)
+			}
+		}
+	}()
+	notReady := func(reason v1.ConditionReason, format string, args ...any) {
+		setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionFalse, reason, format, args...)
+		setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending, "no mirror while IdentityAllowed is False (%s)", reason)
+		metrics.IdentityDenied.WithLabelValues(string(reason)).Inc()
+	}
+
+	id, err := c.resolver.IdentityOf(w.obj)
+	if err != nil {
+		return credentialResult{}, err
+	}
+	w.status.Identity = id
+	res := credentialResult{identity: id}
+	if err := c.releaseOtherMirrors(ctx, w, id); err != nil {
+		return res, err
+	}
+	if id == "" {
+		notReady(v1.ReasonIdentityNotFound, "%s resolves to no identity: set spec.identityRef, or its cluster's spec.defaults.identityRef or spec.identityRef", w.kind)
+		return res, nil
+	}
+	identity, err := c.identities.Get(id)
+	if apierrors.IsNotFound(err) {
+		notReady(v1.ReasonIdentityNotFound, "TerraformClusterIdentity %s does not exist", id)
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	ns := w.obj.GetNamespace()
+	allowed := credentials.NamespaceAllowed(identity.Spec.AllowedNamespaces, ns, func() (labels.Set, bool) {
+		n, err := c.namespaces.Get(ns)
+		if err != nil {
+			return nil, false
+		}
+		return n.Labels, true
+	})
+	if !allowed {
+		// V1: revoke at once, whatever owners the mirror still has.
+		if err := c.deleteMirror(ctx, w, id); err != nil {
+			return res, err
+		}
+		notReady(v1.ReasonNamespaceNotAllowed, "TerraformClusterIdentity %s does not allow namespace %s", id, ns)
+		return res, nil
+	}
+	ref := identity.Spec.SecretRef
+	src, err := c.source.Get(ctx, ticket, ref.Namespace, ref.Name)
+	if apierrors.IsNotFound(err) {
+		notReady(v1.ReasonSecretNotFound, "Secret %s/%s named by TerraformClusterIdentity %s does not exist", ref.Namespace, ref.Name, id)
+		return res, nil
+	}
+	if err != nil {
+		setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1.ReasonIdentityCheckFailed,
+			"reading Secret %s/%s of TerraformClusterIdentity %s: %v", ref.Namespace, ref.Name, id, err)
+		return res, fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed,
+		"TerraformClusterIdentity %s allows namespace %s", id, ns)
+	res.mirror = credentials.MirrorName(id)
+	res.hash, err = c.ensureMirror(ctx, w, id, src.Data)
+	if err != nil {
+		return res, err
+	}
+	res.ready = isTrue(w, v1.ConditionCredentialsMirrored)
+	return res, nil
+}
+
+func findCondition(w *workload, t v1.ConditionType) *metav1.Condition {
+	for i := range w.status.Conditions {
+		if w.status.Conditions[i].Type == string(t) {
+			return &w.status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// owner is one workload object that uses a mirror.
+type owner struct {
+	obj runtime.Object
+	ref metav1.OwnerReference
+}
+
+// ownerRef is the owner reference of a workload object (M5): non-controller,
+// blockOwnerDeletion unset.
+func ownerRef(kind string, o metav1.Object) metav1.OwnerReference {
+	return credentials.OwnerReference(v1.SchemeGroupVersion.String(), kind, o.GetName(), o.GetUID())
+}
+
+// usersIn returns the objects of namespace that resolve to identity and are
+// not being deleted, plus self (which may be deleting: its destroy needs
+// the mirror), sorted by kind and name. Writing every user's reference in
+// one update makes a fan-out cost one mirror write per namespace, not one
+// per object, and spares concurrent writers most conflicts (SPEC 13).
+func (c *Controller) usersIn(identity string, self *workload) ([]owner, error) {
+	ns := self.obj.GetNamespace()
+	clusters, err := c.resolver.Clusters.TerraformClusters(ns).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	seen := map[types.UID]bool{self.obj.GetUID(): true}
+	out := []owner{{obj: self.robj, ref: ownerRef(self.kind, self.obj)}}
+	for name, k := range c.kinds {
+		objs, err := k.informer.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			m := o.(metav1.Object)
+			if seen[m.GetUID()] || m.GetDeletionTimestamp() != nil {
+				continue
+			}
+			if resolveIn(m, clusters) != identity {
+				continue
+			}
+			seen[m.GetUID()] = true
+			out = append(out, owner{obj: o.(runtime.Object), ref: ownerRef(name, m)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ref.Kind != out[j].ref.Kind {
+			return out[i].ref.Kind < out[j].ref.Kind
+		}
+		return out[i].ref.Name < out[j].ref.Name
+	})
+	return out, nil
+}
+
+// resolveIn resolves an object's identity given its namespace's clusters.
+func resolveIn(o metav1.Object, clusters []*v1.TerraformCluster) string {
+	switch t := o.(type) {
+	case *v1.TerraformCluster:
+		return credentials.ClusterIdentity(t)
+	case *v1.TerraformMachine:
+		id, _ := credentials.MemberIdentity(t.Spec.IdentityRef, credentials.SelectCluster(t.Labels[v1.LabelClusterName], t.Namespace, clusters))
+		return id
+	case *v1.TerraformMachinePool:
+		id, _ := credentials.MemberIdentity(t.Spec.IdentityRef, credentials.SelectCluster(t.Labels[v1.LabelClusterName], t.Namespace, clusters))
+		return id
+	}
+	return ""
+}
+
+// ensureMirror makes the namespace's mirror of identity carry data, the
+// labels and annotations of M3, and every user's owner reference (M5). It
+// writes only when something differs (M6), never touches a foreign Secret
+// (M7), and retries conflicts from a fresh uncached read so concurrent
+// writers never lose each other's references. It sets CredentialsMirrored
+// and returns the source hash.
+func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity string, data map[string][]byte) (string, error) {
+	logger := klog.FromContext(ctx)
+	now := c.clock.Now()
+	ns := w.obj.GetNamespace()
+	desired := credentials.DesiredMirror(identity, ns, data)
+	hash := desired.Annotations[v1.AnnotationSourceHash]
+	name := desired.Name
+	secrets := c.kube.CoreV1().Secrets(ns)
+	before := w.status.DeepCopy()
+	defer func() {
+		if conditionChanged(before.Conditions, w, v1.ConditionCredentialsMirrored) {
+			if cond := findCondition(w, v1.ConditionCredentialsMirrored); cond != nil && cond.Reason == string(v1.ReasonMirrorFailed) {
+				c.warn(w, v1.EventMirrorConflict, "%s", cond.Message)
+			}
+		}
+	}()
+
+	users, err := c.usersIn(identity, w)
+	if err != nil {
+		return hash, err
+	}
+	existing, err := c.mirrors.Secrets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		existing = nil
+	} else if err != nil {
+		return hash, err
+	}
+
+	for attempt := 1; ; attempt++ {
+		if existing == nil {
+			obj := desired.DeepCopy()
+			for _, u := range users {
+				obj.OwnerReferences, _, _ = credentials.EnsureOwnerReference(obj.OwnerReferences, u.ref)
+			}
+			_, err := secrets.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+			switch {
+			case err == nil:
+				metrics.MirrorWrites.WithLabelValues(metrics.WriteCreated).Inc()
+				logger.V(2).Info("Created mirror", "mirror", klog.KRef(ns, name), "identity", identity, "owners", len(users))
+				c.normal(w, v1.EventMirrorCreated, "Created mirror Secret %s of TerraformClusterIdentity %s", name, identity)
+				c.mirrored(w, now, identity, name)
+				return hash, nil
+			case apierrors.IsAlreadyExists(err):
+				// A Secret the informer cannot see (a foreign one, M7) or
+				// has not seen yet.
+				if existing, err = c.freshMirror(ctx, ns, name); err != nil {
+					return hash, err
+				}
+				if existing == nil {
+					continue
+				}
+			case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+				setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed,
+					"namespace %s is terminating: no mirror can be created in it", ns)
+				metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+				return hash, nil
+			default:
+				metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+				setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed, "creating mirror Secret %s: %v", name, err)
+				return hash, fmt.Errorf("creating mirror %s/%s: %w", ns, name, err)
+			}
+		}
+
+		if why := foreignReason(existing, identity); why != "" {
+			// M7: never modified; retried at the sync period, not hot.
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteRefused).Inc()
+			c.conflicts.Set(identity, ns, true)
+			setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed,
+				"Secret %s/%s %s, so captf will not overwrite it: rename or delete it and the mirror is created on the next reconcile", ns, name, why)
+			return hash, nil
+		}
+		if existing.DeletionTimestamp != nil {
+			return hash, fmt.Errorf("mirror %s/%s is being deleted; retrying", ns, name)
+		}
+
+		refs := existing.OwnerReferences
+		var repaired []owner
+		for _, u := range users {
+			var replaced bool
+			refs, _, replaced = credentials.EnsureOwnerReference(refs, u.ref)
+			if replaced {
+				repaired = append(repaired, u)
+			}
+		}
+		diff := credentials.CompareMirror(existing, desired)
+		if !diff.Any() && len(refs) == len(existing.OwnerReferences) && len(repaired) == 0 {
+			c.mirrored(w, now, identity, name)
+			return hash, nil
+		}
+		updated := credentials.ApplyDesired(existing, desired)
+		updated.OwnerReferences = refs
+		_, err := secrets.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+		switch {
+		case err == nil:
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
+			logger.V(2).Info("Updated mirror", "mirror", klog.KRef(ns, name), "identity", identity, "changed", diff.String(), "owners", len(refs))
+			for _, u := range repaired {
+				c.recorder.Eventf(u.obj, corev1.EventTypeNormal, v1.EventOwnerReferenceRepaired,
+					"Replaced an owner reference with an older UID on mirror Secret %s", name)
+			}
+			c.mirrored(w, now, identity, name)
+			return hash, nil
+		case (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) && attempt < maxWriteAttempts:
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
+			if existing, err = c.freshMirror(ctx, ns, name); err != nil {
+				return hash, err
+			}
+		default:
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+			return hash, fmt.Errorf("updating mirror %s/%s: %w", ns, name, err)
+		}
+	}
+}
+
+// mirrored records a current mirror.
+func (c *Controller) mirrored(w *workload, now time.Time, identity, name string) {
+	c.conflicts.Set(identity, w.obj.GetNamespace(), false)
+	setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored,
+		"mirror Secret %s is current", name)
+}
+
+// foreignReason says why existing is not this identity's mirror, or "".
+func foreignReason(existing *corev1.Secret, identity string) string {
+	switch {
+	case existing.Labels[v1.LabelMirrored] != v1.LabelTrue:
+		return "exists without the label " + v1.LabelMirrored + "=true"
+	case existing.Annotations[v1.AnnotationIdentity] != identity:
+		if other := existing.Annotations[v1.AnnotationIdentity]; other != "" {
+			return "is the mirror of TerraformClusterIdentity " + other
+		}
+		return "has no " + v1.AnnotationIdentity + " annotation"
+	case existing.Type != "" && existing.Type != corev1.SecretTypeOpaque:
+		return "has type " + string(existing.Type) + ", not Opaque"
+	}
+	return ""
+}
+
+// freshMirror reads a mirror uncached; nil when it does not exist.
+func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return s, err
+}
+
+// deleteMirror deletes the namespace's mirror of identity whatever owners
+// remain (V1), unless the Secret of that name is not a mirror (M7).
+func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity string) error {
+	ns, name := w.obj.GetNamespace(), credentials.MirrorName(identity)
+	c.conflicts.Set(identity, ns, false)
+	m, err := c.mirrors.Secrets(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if credentials.IsForeign(m, identity) || m.DeletionTimestamp != nil {
+		return nil
+	}
+	uid := m.UID
+	err = c.kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or replaced by a new Secret the next pass will judge.
+		return nil
+	}
+	if err != nil {
+		metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+		return fmt.Errorf("deleting mirror %s/%s: %w", ns, name, err)
+	}
+	metrics.MirrorWrites.WithLabelValues(metrics.WriteDeleted).Inc()
+	klog.FromContext(ctx).V(2).Info("Deleted mirror: namespace not allowed", "mirror", klog.KRef(ns, name), "identity", identity)
+	c.normal(w, v1.EventMirrorRemoved, "Deleted mirror Secret %s: TerraformClusterIdentity %s no longer allows namespace %s", name, identity, ns)
+	return nil
+}
+
+// releaseOtherMirrors removes w's owner reference from mirrors in its
+// namespace of identities other than current (V4), deleting a mirror left
+// without owners.
+func (c *Controller) releaseOtherMirrors(ctx context.Context, w *workload, current string) error {
+	return c.releaseMirrors(ctx, w, func(identity string) bool { return identity != current })
+}
+
+// releaseMirrors removes w's owner reference from the mirrors in its
+// namespace whose identity matches, deleting a mirror when w was its last
+// owner, with UID and resourceVersion preconditions so a concurrent new
+// owner wins (V3, V4).
+func (c *Controller) releaseMirrors(ctx context.Context, w *workload, match func(identity string) bool) error {
+	uid := w.obj.GetUID()
+	objs, err := c.mirrorIndexer.ByIndex(index.Owner, string(uid))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, o := range objs {
+		m := o.(*corev1.Secret)
+		if m.Namespace != w.obj.GetNamespace() || !match(m.Annotations[v1.AnnotationIdentity]) {
+			continue
+		}
+		if err := c.removeOwner(ctx, w, m.DeepCopy(), uid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeOwner removes uid from mirror m's owner references; when none
+// remain it deletes m with preconditions. Conflicts retry from a fresh read.
+func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Secret, uid types.UID) error {
+	secrets := c.kube.CoreV1().Secrets(m.Namespace)
+	for attempt := 1; ; attempt++ {
+		refs, changed := credentials.RemoveOwnerReference(m.OwnerReferences, uid)
+		if !changed {
+			return nil
+		}
+		var err error
+		if len(refs) == 0 {
+			mUID, rv := m.UID, m.ResourceVersion
+			err = secrets.Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &mUID, ResourceVersion: &rv}})
+			if err == nil {
+				metrics.MirrorWrites.WithLabelValues(metrics.WriteDeleted).Inc()
+				klog.FromContext(ctx).V(2).Info("Deleted mirror with its last owner", "mirror", klog.KObj(m))
+				c.normal(w, v1.EventMirrorRemoved, "Deleted mirror Secret %s of TerraformClusterIdentity %s: %s %s was its last user",
+					m.Name, m.Annotations[v1.AnnotationIdentity], w.kind, w.obj.GetName())
+				return nil
+			}
+		} else {
+			m.OwnerReferences = refs
+			if _, err = secrets.Update(ctx, m, metav1.UpdateOptions{FieldManager: fieldManager}); err == nil {
+				metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
+				return nil
+			}
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err) && attempt < maxWriteAttempts:
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
+			fresh, ferr := c.freshMirror(ctx, m.Namespace, m.Name)
+			if ferr != nil {
+				return ferr
+			}
+			if fresh == nil {
+				return nil
+			}
+			m = fresh
+		default:
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+			return fmt.Errorf("releasing mirror %s/%s: %w", m.Namespace, m.Name, err)
+		}
+	}
+}

@@ -1,0 +1,18 @@
+// Package workload is the shared reconcile of TerraformCluster,
+// TerraformMachine and TerraformMachinePool: one reconcile, three thin
+// adapters (kinds.go), one queue per kind.
+//
+// On every pass of a non-deleting object (SPEC M6) it resolves the identity
+// (I1-I3), releases mirrors of an identity the object no longer uses (V4),
+// checks the namespace (N1-N6) and revokes when it is not allowed (V1), reads
+// the source Secret uncached, writes the namespace's mirror only when
+// something differs (M2-M8), and starts the apply Job for an unapplied
+// generation once credentials are ready (J1-J5, J7). A deleting object with
+// the finalizer gets a current mirror and a destroy Job, then cleanup (J8,
+// V2, V3). Conditions and events are those of SPEC section 10.
+//
+// Event handlers only map events to keys: an identity change reaches exactly
+// its users (I4), a namespace relabel the objects in it (N5), a mirror event
+// its owners (M8), a Job event its controller. A resync ticker re-enqueues
+// every object once per --sync-period (R2).
+package workload

@@ -1,0 +1,295 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/index"
+	"github.com/captf/captf/pkg/controllers/jobs"
+)
+
+// jobSet is what the Job cache holds for one object.
+type jobSet struct {
+	all []*batchv1.Job
+	// running is a Job that has not finished, if any (at most one runs, J1).
+	// A Job whose outcome is decided (FailureTarget, SuccessCriteriaMet) may
+	// still have a pod releasing Terraform's state lock; it runs until
+	// Complete or Failed.
+	running *batchv1.Job
+	// latest is the most recently created Job.
+	latest *batchv1.Job
+}
+
+func (c *Controller) jobsOf(w *workload) (jobSet, error) {
+	all, err := index.JobsOf(c.jobIndexer, w.obj.GetUID())
+	if err != nil {
+		return jobSet{}, err
+	}
+	s := jobSet{all: all}
+	for _, j := range all {
+		if !jobs.Finished(j) {
+			s.running = j
+		}
+		if s.latest == nil || newer(j, s.latest) {
+			s.latest = j
+		}
+	}
+	return s, nil
+}
+
+// newer orders Jobs by creation, then by generation, then by name.
+func newer(a, b *batchv1.Job) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return b.CreationTimestamp.Before(&a.CreationTimestamp)
+	}
+	ga, _ := jobs.GenerationOf(a)
+	gb, _ := jobs.GenerationOf(b)
+	if ga != gb {
+		return ga > gb
+	}
+	return a.Name > b.Name
+}
+
+// find returns the Job with action for generation (any generation when < 0).
+func (s jobSet) find(action v1.JobAction, generation int64) *batchv1.Job {
+	var found *batchv1.Job
+	for _, j := range s.all {
+		if jobs.ActionOf(j) != action {
+			continue
+		}
+		if g, _ := jobs.GenerationOf(j); generation >= 0 && g != generation {
+			continue
+		}
+		if found == nil || newer(j, found) {
+			found = j
+		}
+	}
+	return found
+}
+
+// jobCondition sets ApplyJobSucceeded from a Job's outcome (J7).
+func (c *Controller) jobCondition(w *workload, j *batchv1.Job, now time.Time) {
+	out, msg := jobs.Status(j)
+	action := jobs.ActionOf(j)
+	gen, _ := jobs.GenerationOf(j)
+	switch out {
+	case jobs.Running:
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning, "%s Job %s (generation %d) is running", action, j.Name, gen)
+	case jobs.Succeeded:
+		reason := v1.ReasonApplySucceeded
+		if action == v1.JobActionDestroy {
+			reason = v1.ReasonDestroySucceeded
+		}
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, reason, "%s Job %s (generation %d) succeeded", action, j.Name, gen)
+	case jobs.DeadlineExceeded:
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonJobDeadlineExceeded,
+			"%s Job %s (generation %d) ran past spec.jobs.activeDeadlineSeconds: %s; delete the Job to retry", action, j.Name, gen, msg)
+	default:
+		reason := v1.ReasonApplyFailed
+		if action == v1.JobActionDestroy {
+			reason = v1.ReasonDestroyFailed
+		}
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
+			"%s Job %s (generation %d) failed: %s; see its logs, and delete the Job to retry", action, j.Name, gen, msg)
+	}
+}
+
+// applyStep starts the apply Job for an unapplied generation once
+// credentials are ready (J1), keeps the finalizer on an object that has
+// started one (J8), and reports ApplyJobSucceeded (J7). It returns the
+// object as stored when it had to update it.
+func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds credentialResult) (*workload, error) {
+	now := c.clock.Now()
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return w, err
+	}
+	gen := w.obj.GetGeneration()
+	if set.find(v1.JobActionApply, -1) != nil {
+		// Infrastructure may exist: its deletion must destroy it (J8).
+		if w, err = c.setFinalizer(ctx, k, w, true); err != nil {
+			return w, err
+		}
+	}
+	current := set.find(v1.JobActionApply, gen)
+	switch {
+	case current != nil:
+		c.jobCondition(w, current, now)
+		return w, nil
+	case set.running != nil:
+		g, _ := jobs.GenerationOf(set.running)
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
+			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
+		return w, nil
+	case !creds.ready:
+		if set.latest != nil {
+			c.jobCondition(w, set.latest, now)
+		} else {
+			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
+				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
+		}
+		return w, nil
+	case w.source.Image == "":
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
+			"spec.source.image is not set: no Job can run")
+		return w, nil
+	}
+	// The finalizer goes first: an object whose apply Job exists must never
+	// be deleted without a destroy.
+	if w, err = c.setFinalizer(ctx, k, w, true); err != nil {
+		return w, err
+	}
+	j, err := c.createJob(ctx, w, v1.JobActionApply, creds)
+	if err != nil {
+		return w, err
+	}
+	if j != nil {
+		c.jobCondition(w, j, now)
+	}
+	return w, nil
+}
+
+// createJob creates the Job for action at w's generation. An existing Job of
+// that name (a previous pass's create not yet in the cache) counts as
+// created. It returns nil without error when the namespace is terminating.
+func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAction, creds credentialResult) (*batchv1.Job, error) {
+	job := jobs.Build(jobs.Params{
+		OwnerAPIVersion:       v1.SchemeGroupVersion.String(),
+		OwnerKind:             w.kind,
+		OwnerName:             w.obj.GetName(),
+		OwnerUID:              w.obj.GetUID(),
+		Namespace:             w.obj.GetNamespace(),
+		Generation:            w.obj.GetGeneration(),
+		Action:                action,
+		ModuleImage:           w.source.Image,
+		RunnerImage:           c.opts.RunnerImage,
+		MirrorName:            creds.mirror,
+		Env:                   w.jobs.Env,
+		ActiveDeadlineSeconds: ptr.Deref(w.jobs.ActiveDeadlineSeconds, 0),
+		SourceHash:            creds.hash,
+	})
+	created, err := c.kube.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration())
+	case apierrors.IsAlreadyExists(err):
+		created = job
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		reason := v1.ReasonApplyFailed
+		if action == v1.JobActionDestroy {
+			reason = v1.ReasonDestroyFailed
+		}
+		setCondition(w, c.clock.Now(), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
+			"namespace %s is terminating: no %s Job can be created in it; set annotation %s=%s to release the object without a destroy",
+			w.obj.GetNamespace(), action, v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("creating %s Job %s: %w", action, job.Name, err)
+	}
+	w.status.LastJob = &v1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
+	return created, nil
+}
+
+// syncDeleting runs the deletion flow of an object with the finalizer (J8):
+// wait for a running apply, make the mirror current (M6), create the
+// destroy Job, and once it succeeds clean up (V3) and remove the finalizer.
+// A destroy whose identity cannot be used waits (V2) unless the object
+// carries the abandon annotation with its UID.
+func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) error {
+	if !hasFinalizer(w) {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	now := c.clock.Now()
+	before := w.status.DeepCopy()
+	finish := func() error {
+		summarize(w, now)
+		var err error
+		w, err = c.writeStatus(ctx, k, w, before)
+		return err
+	}
+	release := func() error {
+		if err := c.releaseMirrors(ctx, w, func(string) bool { return true }); err != nil {
+			return err
+		}
+		if _, err := c.setFinalizer(ctx, k, w, false); err != nil {
+			return err
+		}
+		logger.Info("Removed finalizer", "finalizer", v1.FinalizerDestroy)
+		return nil
+	}
+
+	if uid := w.obj.GetUID(); w.obj.GetAnnotations()[v1.AnnotationAbandonInfrastructure] == string(uid) {
+		c.warn(w, v1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is",
+			v1.AnnotationAbandonInfrastructure, v1.FinalizerDestroy)
+		return release()
+	}
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return err
+	}
+	if set.find(v1.JobActionApply, -1) == nil && w.status.LastJob == nil {
+		// The finalizer was set but no apply Job was ever created: nothing
+		// to destroy.
+		return release()
+	}
+	if set.running != nil && jobs.ActionOf(set.running) == v1.JobActionApply {
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
+			"waiting for apply Job %s to end before destroying", set.running.Name)
+		return finish()
+	}
+	destroy := set.find(v1.JobActionDestroy, -1)
+	if destroy == nil {
+		creds, err := c.credentialStep(ctx, w)
+		if err != nil {
+			_ = finish()
+			return err
+		}
+		if !creds.ready {
+			// V2: the finalizer stays; allowing the namespace again or the
+			// abandon annotation releases it.
+			msg := "the destroy Job waits for credentials"
+			if cond := findCondition(w, v1.ConditionIdentityAllowed); cond != nil && cond.Status != metav1.ConditionTrue {
+				msg += ": " + cond.Message
+			} else if cond := findCondition(w, v1.ConditionCredentialsMirrored); cond != nil && cond.Status != metav1.ConditionTrue {
+				msg += ": " + cond.Message
+			}
+			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonIdentityNotAllowed,
+				"%s; allow the namespace again, or set annotation %s=%s to remove the finalizer without a destroy", msg, v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+			c.queues[k.name].AddAfter(w.key(), waitRequeue)
+			return finish()
+		}
+		if w.source.Image == "" {
+			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed,
+				"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+			return finish()
+		}
+		j, err := c.createJob(ctx, w, v1.JobActionDestroy, creds)
+		if err != nil {
+			_ = finish()
+			return err
+		}
+		if j != nil {
+			c.jobCondition(w, j, now)
+		}
+		return finish()
+	}
+	c.jobCondition(w, destroy, now)
+	if out, _ := jobs.Status(destroy); out != jobs.Succeeded {
+		return finish()
+	}
+	// V3: cleanup, then the finalizer last.
+	if err := finish(); err != nil {
+		return err
+	}
+	return release()
+}

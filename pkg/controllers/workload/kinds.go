@@ -1,0 +1,172 @@
+package workload
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	informers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
+)
+
+// fieldManager names the manager's writes.
+const fieldManager = "captf-manager"
+
+// Kind names of the three workload kinds.
+const (
+	KindCluster     = "TerraformCluster"
+	KindMachine     = "TerraformMachine"
+	KindMachinePool = "TerraformMachinePool"
+)
+
+// workload is a deep copy of one object of any of the three kinds, with the
+// fields the shared reconcile reads and the status it writes.
+type workload struct {
+	kind   string
+	obj    metav1.Object
+	robj   runtime.Object
+	source v1.SourceSpec
+	jobs   v1.JobsSpec
+	status *v1.WorkloadStatus
+}
+
+func (w *workload) key() cache.ObjectName {
+	return cache.ObjectName{Namespace: w.obj.GetNamespace(), Name: w.obj.GetName()}
+}
+
+// kind is what differs between the three kinds: reading from the cache,
+// writing through the typed client, and the informer.
+type kind struct {
+	name     string
+	informer cache.SharedIndexInformer
+	// get returns a deep copy from the cache.
+	get func(key cache.ObjectName) (*workload, error)
+	// keys lists every object in the cache (resync).
+	keys func() []cache.ObjectName
+	// update writes metadata (the finalizer) and returns the stored object.
+	update func(ctx context.Context, w *workload) (*workload, error)
+	// updateStatus writes the status subresource.
+	updateStatus func(ctx context.Context, w *workload) (*workload, error)
+}
+
+func wrapCluster(c *v1.TerraformCluster) *workload {
+	c = c.DeepCopy()
+	return &workload{kind: KindCluster, obj: c, robj: c, source: c.Spec.Source, jobs: c.Spec.Jobs, status: &c.Status}
+}
+
+func wrapMachine(m *v1.TerraformMachine) *workload {
+	m = m.DeepCopy()
+	return &workload{kind: KindMachine, obj: m, robj: m, source: m.Spec.Source, jobs: m.Spec.Jobs, status: &m.Status}
+}
+
+func wrapPool(p *v1.TerraformMachinePool) *workload {
+	p = p.DeepCopy()
+	return &workload{kind: KindMachinePool, obj: p, robj: p, source: p.Spec.Source, jobs: p.Spec.Jobs, status: &p.Status}
+}
+
+// typedClient is the part of a generated typed client the reconcile uses.
+type typedClient[T any] interface {
+	Update(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
+	UpdateStatus(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
+}
+
+// newKind builds a kind from its typed lister, client and wrapper.
+func newKind[T any, PT interface {
+	*T
+	metav1.Object
+}](name string, informer cache.SharedIndexInformer,
+	get func(namespace, name string) (PT, error),
+	list func() ([]PT, error),
+	client func(namespace string) typedClient[T],
+	wrap func(PT) *workload,
+) *kind {
+	write := func(ctx context.Context, w *workload, status bool) (*workload, error) {
+		c := client(w.obj.GetNamespace())
+		obj := w.obj.(PT)
+		var out *T
+		var err error
+		if status {
+			out, err = c.UpdateStatus(ctx, (*T)(obj), metav1.UpdateOptions{FieldManager: fieldManager})
+		} else {
+			out, err = c.Update(ctx, (*T)(obj), metav1.UpdateOptions{FieldManager: fieldManager})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return wrap(PT(out)), nil
+	}
+	return &kind{
+		name:     name,
+		informer: informer,
+		get: func(k cache.ObjectName) (*workload, error) {
+			o, err := get(k.Namespace, k.Name)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(o), nil
+		},
+		keys: func() []cache.ObjectName {
+			objs, err := list()
+			if err != nil {
+				return nil
+			}
+			out := make([]cache.ObjectName, len(objs))
+			for i, o := range objs {
+				out[i] = cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}
+			}
+			return out
+		},
+		update:       func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, false) },
+		updateStatus: func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, true) },
+	}
+}
+
+func clusterKind(inf informers.TerraformClusterInformer, client versioned.Interface) *kind {
+	l := inf.Lister()
+	return newKind(KindCluster, inf.Informer(),
+		func(ns, name string) (*v1.TerraformCluster, error) { return l.TerraformClusters(ns).Get(name) },
+		func() ([]*v1.TerraformCluster, error) { return l.List(labels.Everything()) },
+		func(ns string) typedClient[v1.TerraformCluster] {
+			return client.InfrastructureV1alpha1().TerraformClusters(ns)
+		},
+		wrapCluster)
+}
+
+func machineKind(inf informers.TerraformMachineInformer, client versioned.Interface) *kind {
+	l := inf.Lister()
+	return newKind(KindMachine, inf.Informer(),
+		func(ns, name string) (*v1.TerraformMachine, error) { return l.TerraformMachines(ns).Get(name) },
+		func() ([]*v1.TerraformMachine, error) { return l.List(labels.Everything()) },
+		func(ns string) typedClient[v1.TerraformMachine] {
+			return client.InfrastructureV1alpha1().TerraformMachines(ns)
+		},
+		wrapMachine)
+}
+
+func poolKind(inf informers.TerraformMachinePoolInformer, client versioned.Interface) *kind {
+	l := inf.Lister()
+	return newKind(KindMachinePool, inf.Informer(),
+		func(ns, name string) (*v1.TerraformMachinePool, error) { return l.TerraformMachinePools(ns).Get(name) },
+		func() ([]*v1.TerraformMachinePool, error) { return l.List(labels.Everything()) },
+		func(ns string) typedClient[v1.TerraformMachinePool] {
+			return client.InfrastructureV1alpha1().TerraformMachinePools(ns)
+		},
+		wrapPool)
+}
+
+// kindOfObject returns the kind name of a typed workload object.
+func kindOfObject(obj interface{}) string {
+	switch obj.(type) {
+	case *v1.TerraformCluster:
+		return KindCluster
+	case *v1.TerraformMachine:
+		return KindMachine
+	case *v1.TerraformMachinePool:
+		return KindMachinePool
+	}
+	return ""
+}

@@ -1,0 +1,71 @@
+// Package metrics defines captf's own Prometheus metrics (SPEC section 13),
+// registered in component-base's legacy registry beside the client-go,
+// workqueue and leader-election metrics that `captf manager` serves on
+// --metrics-bind-address. No label ever carries a Secret value or a hash
+// (SPEC X1): labels are results and reasons from fixed sets.
+package metrics
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Results of a mirror write.
+const (
+	WriteCreated  = "created"
+	WriteUpdated  = "updated"
+	WriteDeleted  = "deleted"
+	WriteConflict = "conflict" // an optimistic-concurrency conflict, retried from a fresh read
+	WriteRefused  = "refused"  // a foreign Secret holds the name (M7): never written
+	WriteError    = "error"
+)
+
+// Results of a source read.
+const (
+	ReadFound    = "found"
+	ReadNotFound = "not_found"
+	ReadError    = "error"
+)
+
+var (
+	// MirrorWrites counts writes to mirror Secrets by result.
+	MirrorWrites = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "captf_mirror_writes_total",
+		Help:           "Writes to mirror Secrets by result: created, updated, deleted, conflict (retried), refused (a foreign Secret holds the name), error.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// SourceReads counts uncached reads of source Secrets by result.
+	SourceReads = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "captf_source_reads_total",
+		Help:           "Uncached GETs of identities' source Secrets by result: found, not_found, error. Concurrent reconciles share one read.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	// IdentityDenied counts reconciles that found a workload object's
+	// identity unusable, by the IdentityAllowed reason.
+	IdentityDenied = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "captf_identity_denied_total",
+		Help:           "Reconciles where a workload object's identity could not be used, by reason (IdentityNotFound, NamespaceNotAllowed, SecretNotFound, ...).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
+	// MirrorStaleness is the age of the oldest mirror known to differ from
+	// its source.
+	MirrorStaleness = metrics.NewGauge(&metrics.GaugeOpts{
+		Name:           "captf_mirror_staleness_seconds",
+		Help:           "Seconds since the oldest mirror that differs from its source Secret was first seen stale; 0 when every mirror is current.",
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+var registerOnce sync.Once
+
+// Register registers the metrics once; safe to call from every constructor.
+func Register() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness)
+	})
+}
