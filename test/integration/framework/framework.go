@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,12 @@ type Env struct {
 	Captf versioned.Interface
 	// CaptfBinary is a captf binary built from this tree for subprocess managers.
 	CaptfBinary string
+
+	sharedOnce sync.Once
+	shared     *Manager
+	sharedErr  error
+	// cleanups run after the package's tests, before the control plane stops.
+	cleanups []func()
 }
 
 // Options configure Main.
@@ -41,6 +48,9 @@ type Options struct {
 	ControllerManager bool
 	// BuildCaptf builds cmd/captf for subprocess managers.
 	BuildCaptf bool
+	// ManagerRBAC applies the manager's namespace and RBAC from manifests/,
+	// so a manager run as controlplane.Manager has exactly those permissions.
+	ManagerRBAC bool
 }
 
 // env is set by Main for the package's tests.
@@ -96,6 +106,11 @@ func run(m *testing.M, opts Options) (int, error) {
 	if e.Captf, err = versioned.NewForConfig(e.Admin); err != nil {
 		return 0, err
 	}
+	if opts.ManagerRBAC {
+		if err := e.Apply(ctx, "manifests/manager/namespace.yaml", "manifests/rbac"); err != nil {
+			return 0, err
+		}
+	}
 	if opts.BuildCaptf {
 		bin := filepath.Join(cp.Dir, "captf")
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/captf")
@@ -107,7 +122,11 @@ func run(m *testing.M, opts Options) (int, error) {
 	}
 	fmt.Fprintf(os.Stderr, "integration framework: control plane ready at %s in %s (logs in %s)\n", cp.URL, time.Since(start).Round(time.Millisecond), filepath.Join(cp.Dir, "logs"))
 	env = e
-	return m.Run(), nil
+	code := m.Run()
+	for i := len(e.cleanups) - 1; i >= 0; i-- {
+		e.cleanups[i]()
+	}
+	return code, nil
 }
 
 // RepoRoot finds the repository root (the directory with go.mod of this module).

@@ -45,11 +45,54 @@ type ManagerOptions struct {
 }
 
 // StartManager runs bin/captf manager against the control plane and waits
-// until it is ready. It is stopped (SIGTERM) when the test ends.
+// until it is ready. It is stopped (SIGTERM) when the test ends; on failure
+// its log is printed.
 func (e *Env) StartManager(t testing.TB, o ManagerOptions) *Manager {
 	t.Helper()
+	m, err := e.startManager(o, t.TempDir())
+	if m != nil {
+		t.Cleanup(func() {
+			m.stop()
+			if t.Failed() {
+				t.Logf("manager log (%s):\n%s", m.LogPath, tail([]byte(m.Log()), 20000))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// SharedManager starts one manager for the whole test package on first use
+// and stops it after the package's tests.
+func (e *Env) SharedManager(t testing.TB, o ManagerOptions) *Manager {
+	t.Helper()
+	e.sharedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "captf-manager-")
+		if err != nil {
+			e.sharedErr = err
+			return
+		}
+		e.shared, e.sharedErr = e.startManager(o, dir)
+		e.cleanups = append(e.cleanups, func() {
+			if e.shared != nil {
+				e.shared.stop()
+			}
+		})
+	})
+	if e.sharedErr != nil {
+		t.Fatal(e.sharedErr)
+	}
+	if e.shared.Exited() {
+		t.Fatalf("the shared manager has exited:\n%s", tail([]byte(e.shared.Log()), 5000))
+	}
+	return e.shared
+}
+
+func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 	if e.CaptfBinary == "" {
-		t.Fatal("framework.Options.BuildCaptf is needed for StartManager")
+		return nil, fmt.Errorf("framework.Options.BuildCaptf is needed to start a manager")
 	}
 	user := o.User
 	if user == "" {
@@ -60,7 +103,7 @@ func (e *Env) StartManager(t testing.TB, o ManagerOptions) *Manager {
 	m := &Manager{
 		HealthURL:  "http://127.0.0.1:" + strconv.Itoa(healthPort),
 		MetricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort),
-		LogPath:    filepath.Join(t.TempDir(), "manager.log"),
+		LogPath:    filepath.Join(dir, "manager.log"),
 		done:       make(chan struct{}),
 	}
 	args := []string{"manager",
@@ -68,6 +111,7 @@ func (e *Env) StartManager(t testing.TB, o ManagerOptions) *Manager {
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
 		"--leader-elect=false",
+		"--runner-image=ghcr.io/captf/captf:test",
 		"--v=2",
 	}
 	if o.Webhook {
@@ -79,40 +123,37 @@ func (e *Env) StartManager(t testing.TB, o ManagerOptions) *Manager {
 	args = append(args, o.Args...)
 	logFile, err := os.Create(m.LogPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	m.cmd = exec.Command(e.CaptfBinary, args...)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
+		logFile.Close()
+		return nil, err
 	}
 	go func() {
 		m.err = m.cmd.Wait()
 		logFile.Close()
 		close(m.done)
 	}()
-	t.Cleanup(func() {
-		m.Stop(t)
-		if t.Failed() {
-			b, _ := os.ReadFile(m.LogPath)
-			t.Logf("manager log (%s):\n%s", m.LogPath, tail(b, 20000))
-		}
-	})
-	if !o.NoWait {
-		Eventually(t, 60*time.Second, func() (bool, string) {
-			if m.Exited() {
-				return true, ""
-			}
-			code, body := m.Get("/readyz")
-			return code == http.StatusOK, fmt.Sprintf("/readyz: %d %s", code, body)
-		})
-		if m.Exited() {
-			b, _ := os.ReadFile(m.LogPath)
-			t.Fatalf("manager exited during start-up: %v\n%s", m.err, tail(b, 5000))
-		}
+	if o.NoWait {
+		return m, nil
 	}
-	return m
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if m.Exited() {
+			return m, fmt.Errorf("manager exited during start-up: %v\n%s", m.err, tail([]byte(m.Log()), 5000))
+		}
+		code, body := m.Get("/readyz")
+		if code == http.StatusOK {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			return m, fmt.Errorf("manager not ready after 60s: /readyz %d %s\n%s", code, body, tail([]byte(m.Log()), 5000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Get fetches a path of the health endpoint (or a full URL) and returns the
@@ -142,17 +183,26 @@ func (m *Manager) Exited() bool {
 	}
 }
 
-// Stop sends SIGTERM and waits for the exit (SIGKILL after 60s).
+// Stop sends SIGTERM and waits for the exit; it fails the test if the
+// manager needs more than 60s (it is then killed).
 func (m *Manager) Stop(t testing.TB) {
+	if !m.stop() {
+		t.Errorf("manager did not stop within 60s of SIGTERM; killed it")
+	}
+}
+
+// stop sends SIGTERM and waits up to 60s, then kills; false if it had to.
+func (m *Manager) stop() bool {
 	if m.Exited() {
-		return
+		return true
 	}
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-m.done:
+		return true
 	case <-time.After(60 * time.Second):
-		t.Errorf("manager did not stop within 60s of SIGTERM; killing it")
 		m.Kill()
+		return false
 	}
 }
 
