@@ -114,6 +114,9 @@ for _ in $(seq 1 120); do
 done
 ${ready} || { log "captf manager did not become ready:"; tail -50 "${local_dir}/manager.log" >&2; exit 1; }
 
+log "installing the identity admission webhook (failurePolicy: Fail)"
+"${kubectl[@]}" apply -f "${local_dir}/webhook-configuration.yaml" >/dev/null
+
 if ${sample}; then
   log "applying the sample (manifests/samples/sample.yaml)"
   "${kubectl[@]}" apply -f manifests/samples/sample.yaml >/dev/null
@@ -133,7 +136,8 @@ local-up: ready. The API server is ${APISERVER_URL}; the admin kubeconfig is .lo
   source .local/env            # KUBECONFIG and bin/ on PATH for this shell
 
 Users: .local/kubeconfig-alice and .local/kubeconfig-bob have no permissions
-(or use --as=alice with the admin kubeconfig).
+(or use --as=alice with the admin kubeconfig). The identity webhook checks
+that whoever points an identity at a Secret may read it (see README).
 Manager: metrics http://127.0.0.1:${MANAGER_METRICS_PORT}/metrics, probes http://127.0.0.1:${MANAGER_HEALTH_PORT}/readyz
 Logs: .local/manager.log (streamed below), ${LOG_DIR}
 Ctrl-C stops everything.

@@ -40,6 +40,13 @@ func (h *health) addReadiness(name string, check func() error) {
 
 func (h *health) handler() http.Handler {
 	mux := http.NewServeMux()
+	// /healthz/ping answers as long as the process serves HTTP: the
+	// Deployment's liveness probe, so a bad certificate rotation (reported
+	// by /healthz and /readyz) takes a replica out of the webhook Service
+	// without restart loops; the last good certificate keeps serving.
+	mux.HandleFunc("/healthz/ping", func(w http.ResponseWriter, r *http.Request) {
+		h.serve(w, nil)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		h.serve(w, h.checks(false))
 	})

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -29,9 +31,12 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request, workqueue and leader election metrics
 	"k8s.io/klog/v2"
 
+	"github.com/captf/captf/pkg/admission"
+	identitywebhook "github.com/captf/captf/pkg/admission/identity"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/identity"
+	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
@@ -96,6 +101,64 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	return []Controller{workloads, identities}, nil
 }
 
+// newWebhook builds the admission webhook server (every replica, SPEC
+// section 8), or nil when --webhook-port is 0. Its validator reads the
+// workload informers' indexes (A4), so it is built before they start.
+func newWebhook(d *Deps) (*admission.Server, error) {
+	o := d.Options
+	if o.WebhookPort == 0 {
+		return nil, nil
+	}
+	captf := d.CaptfInformers.Infrastructure().V1alpha1()
+	clusters, machines, pools := captf.TerraformClusters(), captf.TerraformMachines(), captf.TerraformMachinePools()
+	if err := index.AddWorkloadIndexers(clusters.Informer(), machines.Informer(), pools.Informer()); err != nil {
+		return nil, err
+	}
+	resolver := &index.Resolver{
+		Clusters:       clusters.Lister(),
+		ClusterIndexer: clusters.Informer().GetIndexer(),
+		MachineIndexer: machines.Informer().GetIndexer(),
+		PoolIndexer:    pools.Informer().GetIndexer(),
+	}
+	mirrors := d.MirrorInformers.Core().V1().Secrets().Informer()
+	if err := index.AddMirrorIndexers(mirrors); err != nil {
+		return nil, err
+	}
+	// Until the caches have synced, an empty answer would be a lie: A4
+	// refuses (A5) rather than allow deleting an identity in use.
+	synced := func() error {
+		for _, inf := range []cache.SharedIndexInformer{clusters.Informer(), machines.Informer(), pools.Informer(), mirrors} {
+			if !inf.HasSynced() {
+				return errors.New("the manager's informer caches have not synced yet; retry shortly")
+			}
+		}
+		return nil
+	}
+	v := &identitywebhook.Validator{
+		SAR: d.Kube.AuthorizationV1().SubjectAccessReviews(),
+		Users: func(identity string) ([]index.Ref, error) {
+			if err := synced(); err != nil {
+				return nil, err
+			}
+			return resolver.Users(identity)
+		},
+		Mirrors: func(identity string) ([]string, error) {
+			if err := synced(); err != nil {
+				return nil, err
+			}
+			return index.MirrorNamespaces(mirrors.GetIndexer(), identity)
+		},
+	}
+	srv, err := admission.NewServer(admission.Options{
+		Addr:    net.JoinHostPort(o.WebhookHost, strconv.Itoa(o.WebhookPort)),
+		CertDir: o.WebhookCertDir,
+	}, v.Route())
+	if err != nil {
+		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s): %w", o.WebhookPort, o.WebhookCertDir, err)
+	}
+	return srv, nil
+}
+
 // Run runs the manager until ctx is done.
 func Run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx)
@@ -126,6 +189,10 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	health := newHealth()
+	webhook, err := newWebhook(d)
+	if err != nil {
+		return err
+	}
 	informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInformers()
 	factories := []interface {
@@ -172,6 +239,18 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	startServer("metrics", o.MetricsBindAddress, metricsHandler())
 	startServer("health", o.HealthProbeBindAddress, health.handler())
+	if webhook != nil {
+		// /healthz reports a certificate that can no longer be loaded; the
+		// webhook keeps serving the last good one meanwhile.
+		health.addLiveness("webhook-certificate", webhook.Healthz)
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			if err := webhook.Run(ctx); err != nil {
+				serverErrs <- fmt.Errorf("webhook server: %w", err)
+			}
+		}()
+	}
 
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()

@@ -320,3 +320,21 @@ func JobsOf(jobs cache.Indexer, uid types.UID) ([]*batchv1.Job, error) {
 	}
 	return out, nil
 }
+
+// MirrorNamespaces returns the namespaces holding a mirror of identity that
+// is not being deleted, sorted (what status.namespaces converges to, S2).
+func MirrorNamespaces(mirrors cache.Indexer, identity string) ([]string, error) {
+	objs, err := mirrors.ByIndex(MirrorIdentity, identity)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		s := o.(*corev1.Secret)
+		if s.DeletionTimestamp == nil && s.Name == credentials.MirrorName(identity) {
+			out = append(out, s.Namespace)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

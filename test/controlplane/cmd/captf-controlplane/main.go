@@ -8,7 +8,8 @@
 //	kubeconfig               the admin's (system:masters)
 //	kubeconfig-<user>        alice, bob (no permissions), the manager's ServiceAccount user
 //	webhook/tls.crt,tls.key  the webhook's serving certificate for 127.0.0.1
-//	webhook/ca.crt           its CA, for the ValidatingWebhookConfiguration
+//	webhook/ca.crt           its CA
+//	webhook-configuration.yaml  manifests/webhook pointed at https://127.0.0.1:<MANAGER_WEBHOOK_PORT>
 //	controlplane.env         APISERVER_URL, the PIDs of every process, free ports for the manager
 //	controlplane.ready       once everything answers; removed on exit
 package main
@@ -25,14 +26,20 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/captf/captf/pkg/admission/certs"
 	"github.com/captf/captf/test/controlplane"
 )
+
+// webhookManifest is the deployed webhook configuration (--webhook-manifest).
+var webhookManifest string
 
 func main() {
 	dir := flag.String("dir", ".local", "directory for data, logs, kubeconfigs and certificates")
 	binDir := flag.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
 	crds := flag.String("crds", "manifests/crds", "directory of CRD YAML to install")
+	flag.StringVar(&webhookManifest, "webhook-manifest", "manifests/webhook/validating_webhook_configuration.yaml", "the ValidatingWebhookConfiguration to point at the local manager")
 	flag.Parse()
 	if err := run(*dir, *binDir, *crds); err != nil {
 		fmt.Fprintln(os.Stderr, "captf-controlplane:", err)
@@ -87,6 +94,24 @@ func run(dir, binDir, crds string) error {
 		return err
 	}
 
+	// The identity webhook, pointed at the manager local-up.sh starts on a
+	// free port; local-up.sh applies it once the manager is ready.
+	webhookPort, err := controlplane.FreePort()
+	if err != nil {
+		return err
+	}
+	whc, err := controlplane.LoadWebhookConfiguration(webhookManifest, fmt.Sprintf("https://127.0.0.1:%d", webhookPort), caPEM)
+	if err != nil {
+		return err
+	}
+	whYAML, err := yaml.Marshal(whc)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "webhook-configuration.yaml"), whYAML, 0o600); err != nil {
+		return err
+	}
+
 	var env strings.Builder
 	fmt.Fprintf(&env, "APISERVER_URL=%s\nCONTROLPLANE_PID=%d\n", cp.URL, os.Getpid())
 	pids := cp.PIDs()
@@ -100,7 +125,8 @@ func run(dir, binDir, crds string) error {
 	}
 	fmt.Fprintf(&env, "LOG_DIR=%s\n", filepath.Join(cpDir, "logs"))
 	// Free ports for the manager that local-up.sh starts next.
-	for _, name := range []string{"MANAGER_WEBHOOK_PORT", "MANAGER_METRICS_PORT", "MANAGER_HEALTH_PORT"} {
+	fmt.Fprintf(&env, "MANAGER_WEBHOOK_PORT=%d\n", webhookPort)
+	for _, name := range []string{"MANAGER_METRICS_PORT", "MANAGER_HEALTH_PORT"} {
 		port, err := controlplane.FreePort()
 		if err != nil {
 			return err

@@ -1,0 +1,50 @@
+// Package identity validates TerraformClusterIdentity requests in the
+// admission webhook: the rules that need the requesting user or other objects
+// and so cannot live in the CRD's CEL (SPEC section 8).
+//
+// Validator.Validate is a plain function of (user, operation, old object, new
+// object) tested without HTTP; Validator.Route plugs it into the
+// pkg/admission server at Path.
+//
+// SPEC rules owned here:
+//
+//   - A1, the part CEL cannot do: on CREATE and UPDATE the label keys and
+//     values of spec.allowedNamespaces.selector must be valid
+//     (metav1validation.ValidateLabelSelector). On UPDATE the check ratchets:
+//     a selector equal to the stored one is not re-checked, so an identity
+//     admitted before this check existed can still be narrowed or have its
+//     selector removed (revocation must always be possible).
+//   - A2: CREATE needs a SubjectAccessReview allowing the requesting user
+//     (username, UID, groups, extra) to get the Secret spec.secretRef names.
+//   - A3: UPDATE needs the same review when spec.secretRef changes or
+//     spec.allowedNamespaces widens (credentials.Widens). Narrowing, and
+//     metadata-only edits, need none, so whoever may edit the identity can
+//     always revoke, even without read access to the Secret.
+//   - A4: DELETE is refused while a workload object resolves to the identity
+//     (objects being deleted count: their destroy Job needs the credentials),
+//     naming one of them, and while status.namespaces lists namespaces that
+//     still hold a mirror, naming them. Both reasons are reported together.
+//   - A5: a failed SubjectAccessReview, a failed lookup of users, a missing
+//     client, or a request without the object it needs is an internal error:
+//     refused, never allowed.
+//   - X1: messages and log lines carry names only (user, Secret
+//     namespace/name, identity, workload objects, namespaces); the webhook
+//     never reads a Secret, so it has no content to leak.
+//
+// Decisions (see also the comments at each):
+//
+//   - A1 is checked before any SubjectAccessReview; a request with an invalid
+//     selector is refused with the A1 errors alone and costs no review (it
+//     cannot be admitted whatever the review says).
+//   - A denied review's status.reason is not put into the refusal message: an
+//     authorizer webhook may write arbitrary text there (names of policies,
+//     roles or other subjects), and the message goes to the requesting user.
+//     It is logged for the operator instead. status.evaluationError is an
+//     authorizer's own diagnostic (for example a missing Role) and is
+//     included, bounded in length, because it tells the user why an expected
+//     permission did not apply.
+//   - Changing spec.secretRef and widening in the same update needs one
+//     review (the new Secret), reported at spec.secretRef.
+//   - CONNECT and any other operation are allowed: the webhook configuration
+//     does not send them, and they carry no identity to check.
+package identity
