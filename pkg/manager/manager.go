@@ -40,6 +40,7 @@ import (
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	"github.com/captf/captf/pkg/metrics"
 	captfscheme "github.com/captf/captf/pkg/generated/clientset/versioned/scheme"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 	"github.com/captf/captf/pkg/version"
@@ -409,6 +410,8 @@ func restConfig(o *Options) (*rest.Config, error) {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
+	metrics.Register()
+	cfg.Wrap(metrics.CountRequests)
 	cfg.QPS = float32(o.QPS)
 	cfg.Burst = o.Burst
 	cfg.UserAgent = version.UserAgent()

@@ -66,6 +66,6 @@ var registerOnce sync.Once
 // Register registers the metrics once; safe to call from every constructor.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness)
+		legacyregistry.MustRegister(MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests)
 	})
 }

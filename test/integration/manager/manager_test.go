@@ -22,12 +22,25 @@ func TestProbesAndMetrics(t *testing.T) {
 			t.Fatalf("%s: want 200 ok, got %d %q", path, code, body)
 		}
 	}
-	// client-go's metrics and the process metrics are registered.
-	code, body := m.Get(m.MetricsURL + "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d", code)
-	}
-	for _, family := range []string{"rest_client_transport_create_calls_total", "process_resident_memory_bytes"} {
+	// client-go's, the workqueues' (one per kind, SPEC 13), captf's own and
+	// the process metrics are served.
+	var body string
+	framework.Eventually(t, 30*time.Second, func() (bool, string) {
+		var code int
+		code, body = m.Get(m.MetricsURL + "/metrics")
+		return code == http.StatusOK && strings.Contains(body, `captf_api_requests_total{resource="terraformclusters",verb="watch"}`),
+			fmt.Sprintf("/metrics: %d", code)
+	})
+	for _, family := range []string{
+		"rest_client_requests_total",
+		`workqueue_depth{name="terraformcluster"}`,
+		`workqueue_depth{name="terraformmachine"}`,
+		`workqueue_depth{name="terraformmachinepool"}`,
+		`workqueue_depth{name="terraformclusteridentity"}`,
+		"captf_mirror_staleness_seconds",
+		`captf_api_requests_total{resource="secrets",verb="watch"}`,
+		"process_resident_memory_bytes",
+	} {
 		if !strings.Contains(body, family) {
 			t.Errorf("/metrics lacks %s", family)
 		}
