@@ -30,6 +30,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request, workqueue and leader election metrics
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/captf/captf/pkg/admission"
 	identitywebhook "github.com/captf/captf/pkg/admission/identity"
@@ -77,7 +78,8 @@ type Deps struct {
 func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
 	reader := source.NewReader(d.Kube)
-	tracker := conflicts.New()
+	// Conflicts are re-recorded every sync period while they last (R2).
+	tracker := conflicts.New(clock.RealClock{}, 2*d.Options.SyncPeriod+time.Minute)
 	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, workload.Informers{
 		Clusters:   captf.TerraformClusters(),
 		Machines:   captf.TerraformMachines(),

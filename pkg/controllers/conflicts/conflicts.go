@@ -1,14 +1,23 @@
 // Package conflicts remembers where a foreign Secret holds a mirror's name
 // (SPEC M7). The informer cannot see those Secrets (it selects
 // captf.io/mirrored=true, M9), so the workload reconcile that meets one
-// records it here and the identity controller reads the count for
-// status.mirrors.conflicted and MirrorsCurrent (SPEC section 13). The record
-// is in memory: a new leader rebuilds it within one sync period.
+// records it here and the identity controller reads it for
+// status.mirrors.conflicted and MirrorsCurrent (SPEC section 13).
+//
+// A record expires unless it is seen again within its TTL. Every user of an
+// identity is reconciled at least once per sync period (R2), so a conflict
+// that still exists is re-recorded in time, while one whose last user went
+// away (deleted, switched identity, namespace revoked) clears itself instead
+// of needing every such path to remember it. The record is in memory: a new
+// leader rebuilds it within one sync period.
 package conflicts
 
 import (
 	"sort"
 	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Tracker is safe for concurrent use.
@@ -17,44 +26,59 @@ type Tracker struct {
 	// whose set of conflicted namespaces changed.
 	OnChange func(identity string)
 
+	clock clock.PassiveClock
+	ttl   time.Duration
+
 	mu sync.Mutex
-	// byIdentity maps identity name to the namespaces with a conflict.
-	byIdentity map[string]map[string]bool
+	// seen maps identity and namespace to when the conflict was last seen.
+	seen map[string]map[string]time.Time
 }
 
-// New returns an empty Tracker.
-func New() *Tracker { return &Tracker{byIdentity: map[string]map[string]bool{}} }
+// New returns an empty Tracker whose records expire ttl after they were
+// last seen; use at least two sync periods.
+func New(clk clock.PassiveClock, ttl time.Duration) *Tracker {
+	return &Tracker{clock: clk, ttl: ttl, seen: map[string]map[string]time.Time{}}
+}
 
 // Set records (true) or clears (false) a conflict for identity in namespace.
 func (t *Tracker) Set(identity, namespace string, conflicted bool) {
 	t.mu.Lock()
-	ns := t.byIdentity[identity]
-	changed := ns[namespace] != conflicted
+	ns := t.seen[identity]
+	_, had := ns[namespace]
 	if conflicted {
 		if ns == nil {
-			ns = map[string]bool{}
-			t.byIdentity[identity] = ns
+			ns = map[string]time.Time{}
+			t.seen[identity] = ns
 		}
-		ns[namespace] = true
+		ns[namespace] = t.clock.Now()
 	} else {
 		delete(ns, namespace)
 		if len(ns) == 0 {
-			delete(t.byIdentity, identity)
+			delete(t.seen, identity)
 		}
 	}
 	t.mu.Unlock()
-	if changed && t.OnChange != nil {
+	if had != conflicted && t.OnChange != nil {
 		t.OnChange(identity)
 	}
 }
 
-// Namespaces returns the namespaces with a conflict for identity, sorted.
+// Namespaces returns the namespaces with a live conflict for identity,
+// sorted, dropping expired records.
 func (t *Tracker) Namespaces(identity string) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]string, 0, len(t.byIdentity[identity]))
-	for ns := range t.byIdentity[identity] {
+	now := t.clock.Now()
+	out := make([]string, 0, len(t.seen[identity]))
+	for ns, at := range t.seen[identity] {
+		if now.Sub(at) > t.ttl {
+			delete(t.seen[identity], ns)
+			continue
+		}
 		out = append(out, ns)
+	}
+	if len(t.seen[identity]) == 0 {
+		delete(t.seen, identity)
 	}
 	sort.Strings(out)
 	return out
@@ -64,5 +88,5 @@ func (t *Tracker) Namespaces(identity string) []string {
 func (t *Tracker) Forget(identity string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.byIdentity, identity)
+	delete(t.seen, identity)
 }

@@ -353,7 +353,11 @@ func (c *Controller) removeAll(ctx context.Context, name string) error {
 		return err
 	}
 	for _, o := range objs {
-		if err := c.deleteMirror(ctx, o.(*corev1.Secret), "TerraformClusterIdentity "+name+" is gone"); err != nil {
+		m := o.(*corev1.Secret)
+		if m.Name != credentials.MirrorName(name) {
+			continue
+		}
+		if err := c.deleteMirror(ctx, m, "TerraformClusterIdentity "+name+" is gone"); err != nil {
 			return err
 		}
 	}

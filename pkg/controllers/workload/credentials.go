@@ -248,6 +248,11 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 					return hash, err
 				}
 				if existing == nil {
+					// Deleted between the create and the read: try again,
+					// boundedly.
+					if attempt >= maxWriteAttempts {
+						return hash, fmt.Errorf("mirror %s/%s keeps appearing and disappearing; retrying later", ns, name)
+					}
 					continue
 				}
 			case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -357,7 +362,7 @@ func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity str
 	if err != nil {
 		return err
 	}
-	if credentials.IsForeign(m, identity) || m.DeletionTimestamp != nil {
+	if foreignReason(m, identity) != "" || m.DeletionTimestamp != nil {
 		return nil
 	}
 	uid := m.UID

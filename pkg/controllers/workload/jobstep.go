@@ -34,6 +34,10 @@ func (c *Controller) jobsOf(w *workload) (jobSet, error) {
 	if err != nil {
 		return jobSet{}, err
 	}
+	return newJobSet(all), nil
+}
+
+func newJobSet(all []*batchv1.Job) jobSet {
 	s := jobSet{all: all}
 	for _, j := range all {
 		if !jobs.Finished(j) {
@@ -43,7 +47,26 @@ func (c *Controller) jobsOf(w *workload) (jobSet, error) {
 			s.latest = j
 		}
 	}
-	return s, nil
+	return s
+}
+
+// freshJobs lists the object's Jobs from the API server, not the cache. The
+// Job cache can lag a Job this manager just created, so every decision that
+// would start a Job or drop the finalizer is confirmed from a fresh list
+// first (at most one Job runs per object, J1; no finalizer goes before a
+// destroy, J8). These decisions are rare, so the list is cheap overall.
+func (c *Controller) freshJobs(ctx context.Context, w *workload) (jobSet, error) {
+	list, err := c.kube.BatchV1().Jobs(w.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+	if err != nil {
+		return jobSet{}, fmt.Errorf("listing Jobs: %w", err)
+	}
+	var mine []*batchv1.Job
+	for i := range list.Items {
+		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == w.obj.GetUID() {
+			mine = append(mine, &list.Items[i])
+		}
+	}
+	return newJobSet(mine), nil
 }
 
 // newer orders Jobs by creation, then by generation, then by name.
@@ -113,35 +136,15 @@ func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds 
 	if err != nil {
 		return w, err
 	}
-	gen := w.obj.GetGeneration()
-	if set.find(v1.JobActionApply, -1) != nil {
-		// Infrastructure may exist: its deletion must destroy it (J8).
-		if w, err = c.setFinalizer(ctx, k, w, true); err != nil {
-			return w, err
-		}
+	if !c.reportApply(w, set, creds, now) {
+		return c.keepFinalizer(ctx, k, w, set)
 	}
-	current := set.find(v1.JobActionApply, gen)
-	switch {
-	case current != nil:
-		c.jobCondition(w, current, now)
-		return w, nil
-	case set.running != nil:
-		g, _ := jobs.GenerationOf(set.running)
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
-			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
-		return w, nil
-	case !creds.ready:
-		if set.latest != nil {
-			c.jobCondition(w, set.latest, now)
-		} else {
-			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
-				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
-		}
-		return w, nil
-	case w.source.Image == "":
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
-			"spec.source.image is not set: no Job can run")
-		return w, nil
+	// About to start a Job: confirm from the API server, not the cache.
+	if set, err = c.freshJobs(ctx, w); err != nil {
+		return w, err
+	}
+	if !c.reportApply(w, set, creds, now) {
+		return c.keepFinalizer(ctx, k, w, set)
 	}
 	// The finalizer goes first: an object whose apply Job exists must never
 	// be deleted without a destroy.
@@ -156,6 +159,57 @@ func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds 
 		c.jobCondition(w, j, now)
 	}
 	return w, nil
+}
+
+// keepFinalizer sets the finalizer on an object that has an apply Job:
+// infrastructure may exist, so its deletion must destroy it (J8).
+func (c *Controller) keepFinalizer(ctx context.Context, k *kind, w *workload, set jobSet) (*workload, error) {
+	if set.find(v1.JobActionApply, -1) == nil {
+		return w, nil
+	}
+	return c.setFinalizer(ctx, k, w, true)
+}
+
+// recordLatest points status.lastJob at the newest Job seen, so it heals
+// after a pass that created a Job but failed to write status.
+func recordLatest(w *workload, set jobSet) {
+	if set.latest == nil {
+		return
+	}
+	gen, _ := jobs.GenerationOf(set.latest)
+	w.status.LastJob = &v1.JobReference{Name: set.latest.Name, Action: jobs.ActionOf(set.latest), Generation: gen}
+}
+
+// reportApply sets ApplyJobSucceeded from set and reports whether a new
+// apply Job should start: the generation has no apply Job yet, none runs,
+// credentials are ready and there is an image (J1).
+func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult, now time.Time) bool {
+	recordLatest(w, set)
+	gen := w.obj.GetGeneration()
+	current := set.find(v1.JobActionApply, gen)
+	switch {
+	case current != nil:
+		c.jobCondition(w, current, now)
+		return false
+	case set.running != nil:
+		g, _ := jobs.GenerationOf(set.running)
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
+			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
+		return false
+	case !creds.ready:
+		if set.latest != nil {
+			c.jobCondition(w, set.latest, now)
+		} else {
+			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
+				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
+		}
+		return false
+	case w.source.Image == "":
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
+			"spec.source.image is not set: no Job can run")
+		return false
+	}
+	return true
 }
 
 // createJob creates the Job for action at w's generation. An existing Job of
@@ -236,6 +290,13 @@ func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) err
 	set, err := c.jobsOf(w)
 	if err != nil {
 		return err
+	}
+	if set.running == nil && set.find(v1.JobActionDestroy, -1) == nil {
+		// The next step starts a destroy Job or drops the finalizer:
+		// confirm from the API server, not the cache.
+		if set, err = c.freshJobs(ctx, w); err != nil {
+			return err
+		}
 	}
 	if set.find(v1.JobActionApply, -1) == nil && w.status.LastJob == nil {
 		// The finalizer was set but no apply Job was ever created: nothing

@@ -1,0 +1,728 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kubeinformers "k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/controllers/loop"
+	"github.com/captf/captf/pkg/controllers/source"
+	"github.com/captf/captf/pkg/credentials"
+	captffake "github.com/captf/captf/pkg/generated/clientset/versioned/fake"
+	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
+)
+
+const (
+	testNS       = "team-a"
+	otherNS      = "team-b"
+	sourceNS     = "captf-system"
+	sourceName   = "cloud-creds"
+	identityName = "prod"
+	moduleImage  = "registry.example.com/modules/network:v1"
+	runnerImage  = "registry.example.com/captf:v0"
+	syncPeriod   = 10 * time.Minute
+	// secretValue is a recognisable credential: X1 says it never reaches
+	// an event, a condition message or a log line. Every fixture scans for
+	// it (and for the source hash) when its test ends.
+	secretValue = "s3cr3t-VALUE-x1"
+	// deadline bounds polling; reaching it is a failure, never an assertion.
+	deadline = 10 * time.Second
+)
+
+var (
+	mirrorName = credentials.MirrorName(identityName)
+	epoch      = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+)
+
+func sourceData() map[string][]byte {
+	return map[string][]byte{"API_KEY": []byte(secretValue), "REGION": []byte("eu-west-1")}
+}
+
+// ---------------------------------------------------------------------------
+// Objects.
+
+func newIdentity(name string, allowed *v1.AllowedNamespaces) *v1.TerraformClusterIdentity {
+	return &v1.TerraformClusterIdentity{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-identity-" + name), Generation: 1},
+		Spec: v1.TerraformClusterIdentitySpec{
+			SecretRef:         v1.SecretReference{Namespace: sourceNS, Name: sourceName},
+			AllowedNamespaces: allowed,
+		},
+	}
+}
+
+func allowList(ns ...string) *v1.AllowedNamespaces { return &v1.AllowedNamespaces{List: ns} }
+
+func newSource(data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sourceNS, Name: sourceName, UID: "uid-source", ResourceVersion: "5"},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+}
+
+func newNamespace(name string, lbls map[string]string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
+}
+
+func idRef(name string) *v1.IdentityReference { return &v1.IdentityReference{Name: name} }
+
+// newCluster's mods are func(*v1.TerraformCluster) or func(metav1.Object).
+func newCluster(name string, mods ...any) *v1.TerraformCluster {
+	c := &v1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-cluster-" + name), Generation: 1, ResourceVersion: "10"},
+		Spec: v1.TerraformClusterSpec{
+			IdentityRef: idRef(identityName),
+			Source:      v1.SourceSpec{Image: moduleImage},
+		},
+	}
+	applyMods(c, mods)
+	return c
+}
+
+// newMachine's mods are func(*v1.TerraformMachine) or func(metav1.Object).
+func newMachine(name string, mods ...any) *v1.TerraformMachine {
+	m := &v1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-machine-" + name), Generation: 1, ResourceVersion: "10"},
+		Spec:       v1.TerraformMachineSpec{Source: v1.SourceSpec{Image: moduleImage}},
+	}
+	applyMods(m, mods)
+	return m
+}
+
+// newPool's mods are func(*v1.TerraformMachinePool) or func(metav1.Object).
+func newPool(name string, mods ...any) *v1.TerraformMachinePool {
+	p := &v1.TerraformMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-pool-" + name), Generation: 1, ResourceVersion: "10"},
+		Spec:       v1.TerraformMachinePoolSpec{Source: v1.SourceSpec{Image: moduleImage}},
+	}
+	applyMods(p, mods)
+	return p
+}
+
+func applyMods[T metav1.Object](o T, mods []any) {
+	for _, m := range mods {
+		switch fn := m.(type) {
+		case func(T):
+			fn(o)
+		case func(metav1.Object):
+			fn(o)
+		default:
+			panic(fmt.Sprintf("bad mod %T", m))
+		}
+	}
+}
+
+// deleting marks o as being deleted with the destroy finalizer.
+func deleting(o metav1.Object) {
+	ts := metav1.NewTime(epoch.Add(-time.Minute))
+	o.SetDeletionTimestamp(&ts)
+	o.SetFinalizers([]string{v1.FinalizerDestroy})
+}
+
+func withFinalizer(o metav1.Object) { o.SetFinalizers([]string{v1.FinalizerDestroy}) }
+
+// refOf is the owner reference kind's object o puts on a mirror (M5).
+func refOf(kind string, o metav1.Object) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: v1.SchemeGroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID()}
+}
+
+// newMirror is the mirror of identity in namespace as the manager writes it.
+func newMirror(identity, namespace string, data map[string][]byte, owners ...metav1.OwnerReference) *corev1.Secret {
+	m := credentials.DesiredMirror(identity, namespace, data)
+	m.UID = types.UID("uid-mirror-" + namespace + "-" + identity)
+	m.ResourceVersion = "42"
+	m.OwnerReferences = owners
+	return m
+}
+
+// jobOutcome is how a seeded Job ended, as the Job controller writes it.
+type jobOutcome int
+
+const (
+	jobRunning jobOutcome = iota
+	jobSucceeded
+	jobFailed
+	jobDeadlineExceeded
+)
+
+// newJob is the Job the manager builds for kind's object o, with the
+// conditions the Job controller sets for outcome (J7).
+func newJob(kind string, o metav1.Object, action v1.JobAction, generation int64, outcome jobOutcome) *batchv1.Job {
+	j := jobs.Build(jobs.Params{
+		OwnerAPIVersion: v1.SchemeGroupVersion.String(),
+		OwnerKind:       kind,
+		OwnerName:       o.GetName(),
+		OwnerUID:        o.GetUID(),
+		Namespace:       o.GetNamespace(),
+		Generation:      generation,
+		Action:          action,
+		ModuleImage:     moduleImage,
+		RunnerImage:     runnerImage,
+		MirrorName:      mirrorName,
+	})
+	j.UID = types.UID("uid-job-" + j.Name)
+	j.CreationTimestamp = metav1.NewTime(epoch.Add(-time.Hour + time.Duration(generation)*time.Minute))
+	cond := func(t batchv1.JobConditionType, reason, msg string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg}
+	}
+	switch outcome {
+	case jobSucceeded:
+		j.Status.Conditions = []batchv1.JobCondition{
+			cond(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonCompletionsReached, "Reached expected number of succeeded pods"),
+			cond(batchv1.JobComplete, batchv1.JobReasonCompletionsReached, "Reached expected number of succeeded pods"),
+		}
+	case jobFailed:
+		j.Status.Conditions = []batchv1.JobCondition{
+			cond(batchv1.JobFailureTarget, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit"),
+			cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit"),
+		}
+	case jobDeadlineExceeded:
+		j.Status.Conditions = []batchv1.JobCondition{
+			cond(batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded, "Job was active longer than specified deadline"),
+			cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded, "Job was active longer than specified deadline"),
+		}
+	}
+	return j
+}
+
+// ---------------------------------------------------------------------------
+// The fixture.
+
+// action is one client call, in the order the two fake clientsets saw them.
+type action struct {
+	verb, resource, subresource, namespace, name string
+	obj                                          runtime.Object
+	raw                                          k8stesting.Action
+}
+
+func (a action) String() string {
+	s := a.verb + " " + a.resource
+	if a.subresource != "" {
+		s += "/" + a.subresource
+	}
+	if a.namespace != "" {
+		return s + " " + a.namespace + "/" + a.name
+	}
+	return s + " " + a.name
+}
+
+// recordingQueue records AddAfter calls; its queue runs on the fake clock.
+type recordingQueue struct {
+	loop.Queue
+	mu     sync.Mutex
+	afters []after
+}
+
+type after struct {
+	key   cache.ObjectName
+	delay time.Duration
+}
+
+func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.mu.Lock()
+	q.afters = append(q.afters, after{key, d})
+	q.mu.Unlock()
+	q.Queue.AddAfter(key, d)
+}
+
+func (q *recordingQueue) addedAfter() []after {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]after(nil), q.afters...)
+}
+
+type fixture struct {
+	t        *testing.T
+	ctx      context.Context
+	logs     ktesting.Buffer
+	kube     *kubefake.Clientset
+	captf    *captffake.Clientset
+	inf      Informers
+	recorder *record.FakeRecorder
+	clock    *clocktesting.FakeClock
+	tracker  *conflicts.Tracker
+	c        *Controller
+	queues   map[string]*recordingQueue
+
+	mu      sync.Mutex
+	actions []action
+	events  []string
+	// secrets are the values X1 scans for.
+	secrets []string
+}
+
+// conflictTTL is how long a conflict record lives unless seen again.
+const conflictTTL = 25 * time.Minute
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(10)))
+	ctx := klog.NewContext(context.Background(), logger)
+	f := &fixture{
+		t:        t,
+		ctx:      ctx,
+		logs:     logger.GetSink().(ktesting.Underlier).GetBuffer(),
+		kube:     kubefake.NewClientset(),
+		captf:    captffake.NewSimpleClientset(),
+		recorder: record.NewFakeRecorder(100),
+		clock:    clocktesting.NewFakeClock(epoch),
+		secrets:  []string{secretValue, credentials.SourceHash(sourceData())},
+	}
+	f.tracker = conflicts.New(f.clock, conflictTTL)
+	for _, fk := range []*k8stesting.Fake{&f.kube.Fake, &f.captf.Fake} {
+		fk.PrependReactor("*", "*", f.record)
+	}
+	kinf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
+	mirrors := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = v1.LabelMirrored + "=" + v1.LabelTrue // M9
+	}))
+	managed := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = v1.LabelManaged + "=" + v1.LabelTrue
+	}))
+	cinf := captfinformers.NewSharedInformerFactory(f.captf, 0).Infrastructure().V1alpha1()
+	f.inf = Informers{
+		Clusters:   cinf.TerraformClusters(),
+		Machines:   cinf.TerraformMachines(),
+		Pools:      cinf.TerraformMachinePools(),
+		Identities: cinf.TerraformClusterIdentities(),
+		Namespaces: kinf.Core().V1().Namespaces(),
+		Mirrors:    mirrors.Core().V1().Secrets(),
+		Jobs:       managed.Batch().V1().Jobs(),
+	}
+	// The informers are never started: tests seed their indexers.
+	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, f.recorder, f.clock,
+		Options{SyncPeriod: syncPeriod, RunnerImage: runnerImage})
+	require.NoError(t, err)
+	f.c = c
+	// Queues on the fake clock, recording timed requeues.
+	f.queues = map[string]*recordingQueue{}
+	for name, orig := range c.queues {
+		orig.ShutDown()
+		q := &recordingQueue{Queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Clock: f.clock})}
+		c.queues[name] = q
+		f.queues[name] = q
+		t.Cleanup(q.ShutDown)
+	}
+	t.Cleanup(f.checkNoSecretLeak)
+	return f
+}
+
+// record is a reactor on both fakes that logs every call but list and
+// watch, in order, and lets the object tracker handle it.
+func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
+	if a.GetVerb() == "list" || a.GetVerb() == "watch" {
+		return false, nil, nil
+	}
+	rec := action{verb: a.GetVerb(), resource: a.GetResource().Resource, subresource: a.GetSubresource(), namespace: a.GetNamespace(), raw: a}
+	switch x := a.(type) {
+	case k8stesting.CreateAction:
+		rec.obj = x.GetObject().DeepCopyObject()
+	case k8stesting.UpdateAction:
+		rec.obj = x.GetObject().DeepCopyObject()
+	}
+	switch x := a.(type) {
+	case k8stesting.GetAction:
+		rec.name = x.GetName()
+	case k8stesting.DeleteAction:
+		rec.name = x.GetName()
+	default:
+		if m, err := meta.Accessor(rec.obj); err == nil {
+			rec.name = m.GetName()
+		}
+	}
+	f.mu.Lock()
+	f.actions = append(f.actions, rec)
+	f.mu.Unlock()
+	return false, nil, nil
+}
+
+// seed adds objects to the fake API server and to the informer that would
+// see them: a Secret only when it carries captf.io/mirrored=true (M9), a
+// source Secret only to the API server.
+func (f *fixture) seed(objs ...runtime.Object) {
+	f.t.Helper()
+	for _, o := range objs {
+		var idx cache.Indexer
+		switch x := o.(type) {
+		case *v1.TerraformCluster:
+			idx = f.inf.Clusters.Informer().GetIndexer()
+		case *v1.TerraformMachine:
+			idx = f.inf.Machines.Informer().GetIndexer()
+		case *v1.TerraformMachinePool:
+			idx = f.inf.Pools.Informer().GetIndexer()
+		case *v1.TerraformClusterIdentity:
+			idx = f.inf.Identities.Informer().GetIndexer()
+		case *corev1.Namespace:
+			idx = f.inf.Namespaces.Informer().GetIndexer()
+		case *batchv1.Job:
+			idx = f.inf.Jobs.Informer().GetIndexer()
+		case *corev1.Secret:
+			if x.Labels[v1.LabelMirrored] == v1.LabelTrue {
+				idx = f.inf.Mirrors.Informer().GetIndexer()
+			}
+		default:
+			f.t.Fatalf("cannot seed %T", o)
+		}
+		switch o.(type) {
+		case *v1.TerraformCluster, *v1.TerraformMachine, *v1.TerraformMachinePool, *v1.TerraformClusterIdentity:
+			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
+		default:
+			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
+		}
+		if idx != nil {
+			require.NoError(f.t, idx.Add(o.DeepCopyObject()))
+		}
+	}
+}
+
+// seedHidden adds a Secret to the API server only: a foreign Secret the
+// label-selected informer cannot see (M7, M9).
+func (f *fixture) seedHidden(s *corev1.Secret) {
+	f.t.Helper()
+	require.NoError(f.t, f.kube.Tracker().Add(s.DeepCopy()))
+}
+
+// catchUp makes the informers hold what the fake API server holds, as if
+// their watches had delivered every event, and forgets the actions so far.
+func (f *fixture) catchUp() {
+	f.t.Helper()
+	ctx := context.Background()
+	replace := func(idx cache.Indexer, items []runtime.Object) {
+		objs := make([]interface{}, 0, len(items))
+		for _, o := range items {
+			objs = append(objs, o)
+		}
+		require.NoError(f.t, idx.Replace(objs, ""))
+	}
+	cl, err := f.captf.InfrastructureV1alpha1().TerraformClusters("").List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	var items []runtime.Object
+	for i := range cl.Items {
+		items = append(items, &cl.Items[i])
+	}
+	replace(f.inf.Clusters.Informer().GetIndexer(), items)
+	ml, err := f.captf.InfrastructureV1alpha1().TerraformMachines("").List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	items = nil
+	for i := range ml.Items {
+		items = append(items, &ml.Items[i])
+	}
+	replace(f.inf.Machines.Informer().GetIndexer(), items)
+	pl, err := f.captf.InfrastructureV1alpha1().TerraformMachinePools("").List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	items = nil
+	for i := range pl.Items {
+		items = append(items, &pl.Items[i])
+	}
+	replace(f.inf.Pools.Informer().GetIndexer(), items)
+	sl, err := f.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	items = nil
+	for i := range sl.Items {
+		if sl.Items[i].Labels[v1.LabelMirrored] == v1.LabelTrue {
+			items = append(items, &sl.Items[i])
+		}
+	}
+	replace(f.inf.Mirrors.Informer().GetIndexer(), items)
+	jl, err := f.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	items = nil
+	for i := range jl.Items {
+		items = append(items, &jl.Items[i])
+	}
+	replace(f.inf.Jobs.Informer().GetIndexer(), items)
+	f.resetActions()
+}
+
+// prependKubeReactor adds a reactor to the kube fake in front of the object
+// tracker, behind the recorder (which stays first so it sees every call).
+func (f *fixture) prependKubeReactor(verb, resource string, fn k8stesting.ReactionFunc) {
+	chain := f.kube.ReactionChain
+	f.kube.ReactionChain = append([]k8stesting.Reactor{chain[0], &k8stesting.SimpleReactor{Verb: verb, Resource: resource, Reaction: fn}}, chain[1:]...)
+}
+
+// enforceDeletePreconditions makes Secret deletes honour UID and
+// resourceVersion preconditions as the API server does (Conflict).
+func (f *fixture) enforceDeletePreconditions() {
+	f.prependKubeReactor("delete", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.DeleteActionImpl)
+		pre := d.DeleteOptions.Preconditions
+		if pre == nil {
+			return false, nil, nil
+		}
+		obj, err := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), d.Namespace, d.Name)
+		if err != nil {
+			return false, nil, nil
+		}
+		s := obj.(*corev1.Secret)
+		if (pre.UID != nil && *pre.UID != s.UID) || (pre.ResourceVersion != nil && *pre.ResourceVersion != s.ResourceVersion) {
+			return true, nil, apierrors.NewConflict(corev1.Resource("secrets"), d.Name, fmt.Errorf("precondition failed"))
+		}
+		return false, nil, nil
+	})
+}
+
+func (f *fixture) resetActions() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actions = nil
+}
+
+// allActions returns the calls so far, in order.
+func (f *fixture) allActions() []action {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]action(nil), f.actions...)
+}
+
+// writes returns the calls so far that are not reads, as strings.
+func (f *fixture) writes() []string {
+	var out []string
+	for _, a := range f.allActions() {
+		if a.verb != "get" {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
+// writeActions returns the writes as actions.
+func (f *fixture) writeActions() []action {
+	var out []action
+	for _, a := range f.allActions() {
+		if a.verb != "get" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// find returns the first action matching verb, resource and subresource.
+func (f *fixture) find(verb, resource, subresource string) (action, bool) {
+	for _, a := range f.allActions() {
+		if a.verb == verb && a.resource == resource && a.subresource == subresource {
+			return a, true
+		}
+	}
+	return action{}, false
+}
+
+// popEvents returns the events recorded since the last call.
+func (f *fixture) popEvents() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+			f.mu.Lock()
+			f.events = append(f.events, e)
+			f.mu.Unlock()
+		default:
+			return out
+		}
+	}
+}
+
+// eventReasons returns "Type Reason" of events.
+func eventReasons(events []string) []string {
+	out := make([]string, 0, len(events))
+	for _, e := range events {
+		parts := strings.SplitN(e, " ", 3)
+		out = append(out, parts[0]+" "+parts[1])
+	}
+	return out
+}
+
+// statusWrites returns the statuses written through /status, in order.
+func (f *fixture) statusWrites() []*v1.WorkloadStatus {
+	var out []*v1.WorkloadStatus
+	for _, a := range f.allActions() {
+		if a.verb != "update" || a.subresource != "status" {
+			continue
+		}
+		switch o := a.obj.(type) {
+		case *v1.TerraformCluster:
+			out = append(out, &o.Status)
+		case *v1.TerraformMachine:
+			out = append(out, &o.Status)
+		case *v1.TerraformMachinePool:
+			out = append(out, &o.Status)
+		}
+	}
+	return out
+}
+
+// lastStatus returns the last status written; the test fails when none was.
+func (f *fixture) lastStatus() *v1.WorkloadStatus {
+	f.t.Helper()
+	ws := f.statusWrites()
+	require.NotEmpty(f.t, ws, "no status was written; actions: %v", f.allActions())
+	return ws[len(ws)-1]
+}
+
+// sync runs one reconcile of kind's object name in testNS.
+func (f *fixture) sync(kind, name string) error {
+	return f.c.sync(f.ctx, f.c.kinds[kind], cache.ObjectName{Namespace: testNS, Name: name})
+}
+
+// requireCondition checks a condition's status and reason and returns it.
+func requireCondition(t *testing.T, st *v1.WorkloadStatus, ct v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason) metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(st.Conditions, string(ct))
+	require.NotNil(t, c, "condition %s missing in %+v", ct, st.Conditions)
+	require.Equal(t, status, c.Status, "%s: %s", ct, c.Message)
+	require.Equal(t, string(reason), c.Reason, "%s: %s", ct, c.Message)
+	return *c
+}
+
+// createdSecret returns the Secret of the first create of secrets.
+func (f *fixture) createdSecret() *corev1.Secret {
+	f.t.Helper()
+	a, ok := f.find("create", "secrets", "")
+	require.True(f.t, ok, "no secret was created; actions: %v", f.allActions())
+	return a.obj.(*corev1.Secret)
+}
+
+// createdJobs returns the Jobs created.
+func (f *fixture) createdJobs() []*batchv1.Job {
+	var out []*batchv1.Job
+	for _, a := range f.allActions() {
+		if a.verb == "create" && a.resource == "jobs" {
+			out = append(out, a.obj.(*batchv1.Job))
+		}
+	}
+	return out
+}
+
+// createdJobNames returns the names of the Jobs created.
+func (f *fixture) createdJobNames() []string {
+	var out []string
+	for _, j := range f.createdJobs() {
+		out = append(out, j.Name)
+	}
+	return out
+}
+
+// requireNoMirrorWrite checks that no Secret was created, updated or deleted.
+func (f *fixture) requireNoMirrorWrite() {
+	f.t.Helper()
+	for _, a := range f.allActions() {
+		if a.resource == "secrets" && a.verb != "get" {
+			f.t.Fatalf("unexpected Secret write %s; actions: %v", a, f.allActions())
+		}
+	}
+}
+
+// requireSourceReadUncached checks the source Secret was read with a GET
+// through the client (M6): nothing seeds it into an informer.
+func (f *fixture) requireSourceReadUncached() {
+	f.t.Helper()
+	require.Contains(f.t, f.readsOf("secrets"), "get secrets "+sourceNS+"/"+sourceName)
+	_, err := f.inf.Mirrors.Lister().Secrets(sourceNS).Get(sourceName)
+	require.Error(f.t, err, "the source Secret must not be in any informer")
+}
+
+func (f *fixture) readsOf(resource string) []string {
+	var out []string
+	for _, a := range f.allActions() {
+		if a.verb == "get" && a.resource == resource {
+			out = append(out, a.String())
+		}
+	}
+	return out
+}
+
+// checkNoSecretLeak is X1: no credential value, and no hash of one, in any
+// event, condition message or log line.
+func (f *fixture) checkNoSecretLeak() {
+	f.popEvents()
+	f.mu.Lock()
+	events := append([]string(nil), f.events...)
+	f.mu.Unlock()
+	var texts []string
+	texts = append(texts, events...)
+	for _, st := range f.statusWrites() {
+		for _, c := range st.Conditions {
+			texts = append(texts, c.Message)
+		}
+	}
+	texts = append(texts, f.logs.String())
+	for _, secret := range f.secrets {
+		for _, s := range texts {
+			if i := strings.Index(s, secret); i >= 0 {
+				f.t.Errorf("X1: a credential value or its hash appears in %q", s[max(0, i-120):min(len(s), i+len(secret)+40)])
+			}
+		}
+	}
+}
+
+// requireDeletePreconditions checks the Delete of a Secret carried the
+// given UID and resourceVersion preconditions ("" rv: no rv precondition).
+func requireDeletePreconditions(t *testing.T, a action, uid types.UID, rv string) {
+	t.Helper()
+	del, ok := a.raw.(k8stesting.DeleteActionImpl)
+	require.True(t, ok, "%T", a.raw)
+	pre := del.DeleteOptions.Preconditions
+	require.NotNil(t, pre, "delete %s has no preconditions", a)
+	require.NotNil(t, pre.UID)
+	require.Equal(t, uid, *pre.UID)
+	if rv == "" {
+		require.Nil(t, pre.ResourceVersion)
+		return
+	}
+	require.NotNil(t, pre.ResourceVersion)
+	require.Equal(t, rv, *pre.ResourceVersion)
+}
+
+// stored returns the Secret the fake API server holds, nil when none.
+func (f *fixture) storedSecret(ns, name string) *corev1.Secret {
+	s, err := f.kube.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
+// waitQueued polls until kind's queue holds key (timed requeues fire on the
+// fake clock's goroutine).
+func (f *fixture) waitQueued(kind string, key cache.ObjectName) {
+	f.t.Helper()
+	q := f.queues[kind]
+	end := time.Now().Add(deadline)
+	for q.Len() == 0 {
+		if time.Now().After(end) {
+			f.t.Fatalf("timed out waiting for %v in the %s queue", key, kind)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got, _ := q.Get()
+	q.Done(got)
+	require.Equal(f.t, key, got)
+}
