@@ -41,9 +41,9 @@ import (
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
-	"github.com/captf/captf/pkg/metrics"
 	captfscheme "github.com/captf/captf/pkg/generated/clientset/versioned/scheme"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
+	"github.com/captf/captf/pkg/metrics"
 	"github.com/captf/captf/pkg/version"
 )
 

@@ -16,7 +16,6 @@ var APIRequests = metrics.NewCounterVec(&metrics.CounterOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"verb", "resource"})
 
-
 // CountRequests wraps a client transport to count requests in APIRequests.
 func CountRequests(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper{next: rt}
