@@ -4,7 +4,11 @@
 # the manager's RBAC, `captf manager` out-of-cluster as its ServiceAccount
 # user, and (unless --no-sample) a sample identity and cluster.
 #
-#   hack/local-up.sh [--no-sample]      (make run)
+#   hack/local-up.sh [--no-sample] [--consent]      (make run)
+#
+# --consent runs the manager with --require-source-consent (SPEC C1): source
+# Secrets are usable only when labelled captf.io/credential=true and listing
+# the identity in captf.io/credential-identities (the sample's Secret does).
 #
 # Extra manager flags: CAPTF_ARGS="--sync-period=30s --v=4" hack/local-up.sh
 #
@@ -18,10 +22,12 @@ cd "${root}"
 local_dir="${root}/.local"
 bin="${root}/bin"
 sample=true
+consent_args=""
 for arg in "$@"; do
   case "${arg}" in
     --no-sample) sample=false ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --consent) consent_args="--require-source-consent" ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "local-up: unknown argument ${arg} (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -90,7 +96,7 @@ log "installing the manager's RBAC"
 "${kubectl[@]}" apply -f manifests/manager/namespace.yaml >/dev/null
 "${kubectl[@]}" apply -k manifests/rbac >/dev/null
 
-log "starting captf manager (extra flags: ${CAPTF_ARGS:-none})"
+log "starting captf manager (extra flags: ${consent_args} ${CAPTF_ARGS:-none})"
 # shellcheck disable=SC2086
 "${bin}/captf" manager \
   --kubeconfig "${local_dir}/kubeconfig-manager" \
@@ -99,7 +105,7 @@ log "starting captf manager (extra flags: ${CAPTF_ARGS:-none})"
   --metrics-bind-address "127.0.0.1:${MANAGER_METRICS_PORT}" \
   --health-probe-bind-address "127.0.0.1:${MANAGER_HEALTH_PORT}" \
   --runner-image ghcr.io/captf/captf:latest \
-  ${CAPTF_ARGS:-} >"${local_dir}/manager.log" 2>&1 &
+  ${consent_args} ${CAPTF_ARGS:-} >"${local_dir}/manager.log" 2>&1 &
 manager_pid=$!
 ready=false
 for _ in $(seq 1 120); do

@@ -88,7 +88,11 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		Namespaces: d.Informers.Core().V1().Namespaces(),
 		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
 		Jobs:       d.JobInformers.Batch().V1().Jobs(),
-	}, reader, tracker, d.Recorder, workload.Options{SyncPeriod: d.Options.SyncPeriod, RunnerImage: d.Options.RunnerImage})
+	}, reader, tracker, d.Recorder, workload.Options{
+		SyncPeriod:           d.Options.SyncPeriod,
+		RunnerImage:          d.Options.RunnerImage,
+		RequireSourceConsent: d.Options.RequireSourceConsent,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +100,11 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		Identities: captf.TerraformClusterIdentities(),
 		Namespaces: d.Informers.Core().V1().Namespaces(),
 		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
-	}, reader, tracker, workloads.EnqueueOwners, d.Recorder, identity.Options{Resync: d.Options.IdentityResync})
+		Jobs:       d.JobInformers.Batch().V1().Jobs(),
+	}, reader, tracker, workloads.EnqueueOwners, d.Recorder, identity.Options{
+		Resync:               d.Options.IdentityResync,
+		RequireSourceConsent: d.Options.RequireSourceConsent,
+	})
 	if err != nil {
 		return nil, err
 	}

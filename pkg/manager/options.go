@@ -50,6 +50,10 @@ type Options struct {
 	RunnerImage string
 	// ShutdownTimeout bounds the graceful stop of the HTTP servers.
 	ShutdownTimeout time.Duration
+	// RequireSourceConsent makes a source Secret usable only when its owner
+	// labelled it captf.io/credential=true and named the identity in
+	// captf.io/credential-identities (SPEC C1).
+	RequireSourceConsent bool
 }
 
 // NewOptions returns the defaults of SPEC section 12.
@@ -94,6 +98,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
+	fs.BoolVar(&o.RequireSourceConsent, "require-source-consent", o.RequireSourceConsent, "Use a source Secret only when it is labelled captf.io/credential=true and lists the identity in the annotation captf.io/credential-identities (SPEC C1). Recommended.")
 }
 
 // Validate reports every invalid option at once.

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -41,6 +43,7 @@ import (
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/index"
+	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/credentials"
@@ -67,6 +70,8 @@ const (
 type Options struct {
 	// Resync is --identity-resync (S1).
 	Resync time.Duration
+	// RequireSourceConsent enforces SPEC C1.
+	RequireSourceConsent bool
 }
 
 // Informers are the informers the controller reads.
@@ -75,6 +80,9 @@ type Informers struct {
 	Namespaces coreinformers.NamespaceInformer
 	// Mirrors must be restricted to captf.io/mirrored=true (M9).
 	Mirrors coreinformers.SecretInformer
+	// Jobs must be restricted to captf.io/managed=true; their
+	// captf.io/source-hash says which credentials they run with (C5).
+	Jobs batchinformers.JobInformer
 }
 
 // Controller reconciles TerraformClusterIdentity status.
@@ -85,6 +93,7 @@ type Controller struct {
 	identities    listers.TerraformClusterIdentityLister
 	namespaces    corelisters.NamespaceLister
 	mirrorIndexer cache.Indexer
+	jobIndexer    cache.Indexer
 	synced        []cache.InformerSynced
 	// queue holds identity names.
 	queue loop.Queue
@@ -116,13 +125,18 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
 		return nil, err
 	}
+	if err := index.AddJobIndexers(inf.Jobs.Informer()); err != nil {
+		return nil, err
+	}
 	c := &Controller{
 		kube:          kube,
 		captf:         captf,
 		identities:    inf.Identities.Lister(),
 		namespaces:    inf.Namespaces.Lister(),
 		mirrorIndexer: inf.Mirrors.Informer().GetIndexer(),
-		synced:        []cache.InformerSynced{inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced, inf.Mirrors.Informer().HasSynced},
+		jobIndexer:    inf.Jobs.Informer().GetIndexer(),
+		synced: []cache.InformerSynced{inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
+			inf.Mirrors.Informer().HasSynced, inf.Jobs.Informer().HasSynced},
 		queue:         loop.NewQueue("terraformclusteridentity"),
 		source:        reader,
 		conflicts:     tracker,
@@ -163,6 +177,23 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 			}
 		},
 		DeleteFunc: mirrorEvent,
+	}); err != nil {
+		return nil, err
+	}
+	// A Job that starts or ends changes the identity's rotation status (C5).
+	jobEvent := func(obj interface{}) {
+		if j, ok := loop.Unwrap(obj).(*batchv1.Job); ok {
+			c.EnqueueAfter(j.Annotations[v1.AnnotationIdentity], mirrorEventDelay)
+		}
+	}
+	if _, err := inf.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: jobEvent,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			if oldObj.(*batchv1.Job).ResourceVersion != newObj.(*batchv1.Job).ResourceVersion {
+				jobEvent(newObj)
+			}
+		},
+		DeleteFunc: jobEvent,
 	}); err != nil {
 		return nil, err
 	}
@@ -242,13 +273,22 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	hash := ""
-	if found {
-		hash = credentials.SourceHash(src.Data)
-		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionTrue, string(v1.ReasonSecretFound),
-			fmt.Sprintf("Secret %s/%s exists", ref.Namespace, ref.Name))
-	} else {
+	var problem *credentials.SourceProblem
+	switch {
+	case !found:
 		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionFalse, string(v1.ReasonSecretNotFound),
 			fmt.Sprintf("Secret %s/%s does not exist", ref.Namespace, ref.Name))
+	default:
+		hash = credentials.SourceHash(src.Data)
+		// Section 14: C2 refused sources, C1 consent, C3 required keys.
+		problem = credentials.CheckSource(src, name, identity.Spec.RequiredKeys, c.opts.RequireSourceConsent)
+		if problem != nil {
+			setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionFalse, string(problem.Reason), problem.Message)
+		} else {
+			setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionTrue, string(v1.ReasonSecretFound),
+				fmt.Sprintf("Secret %s/%s exists", ref.Namespace, ref.Name))
+		}
+		c.setCredentialsValid(identity, credentials.CheckHygiene(src.Data), now)
 	}
 
 	objs, err := c.mirrorIndexer.ByIndex(index.MirrorIdentity, name)
@@ -266,6 +306,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		if !c.allowed(identity, m.Namespace) {
 			// V5: revoked even when no user there reconciles.
 			if err := c.deleteMirror(ctx, m, "TerraformClusterIdentity "+name+" no longer allows the namespace"); err != nil {
+				return err
+			}
+			continue
+		}
+		if problem.RevokesMirrors() {
+			// C1, C2: a source that may not be used is revoked everywhere.
+			if err := c.deleteMirror(ctx, m, string(problem.Reason)); err != nil {
 				return err
 			}
 			continue
@@ -294,14 +341,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	identity.Status.Namespaces = namespaces
 	identity.Status.Mirrors = &counts
 	c.setMirrorsCurrent(identity, found, counts, conflicted, now)
-
-	if changed := readyChanged(before.Conditions, identity.Status.Conditions); changed {
-		if found {
-			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1.EventSecretFound, "Secret %s/%s exists", ref.Namespace, ref.Name)
-		} else {
-			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1.EventSecretNotFound, "Secret %s/%s does not exist", ref.Namespace, ref.Name)
-		}
+	if err := c.setRotation(identity, found, hash, counts, now); err != nil {
+		return err
 	}
+	c.emitEvents(identity, before)
 	if !equality.Semantic.DeepEqual(before, &identity.Status) {
 		if _, err := c.captf.InfrastructureV1alpha1().TerraformClusterIdentities().UpdateStatus(ctx, identity, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
 			return fmt.Errorf("updating status: %w", err)
@@ -314,6 +357,89 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	c.queue.AddAfter(key, next)
 	return nil
+}
+
+// setCredentialsValid sets the C4 hygiene report: key names by category,
+// never values. It never refuses anything.
+func (c *Controller) setCredentialsValid(identity *v1.TerraformClusterIdentity, h credentials.Hygiene, now time.Time) {
+	status, reason := metav1.ConditionTrue, v1.ReasonKeysValid
+	if !h.OK() {
+		status, reason = metav1.ConditionFalse, v1.ReasonKeysNeedAttention
+	}
+	setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionCredentialsValid), status, string(reason), h.Message())
+}
+
+// setRotation sets status.rotation and RotationComplete (C5): complete once
+// every mirror carries the current hash and no running Job of the identity
+// started with an older one. Jobs are read from the Job cache.
+func (c *Controller) setRotation(identity *v1.TerraformClusterIdentity, found bool, hash string, counts v1.MirrorCounts, now time.Time) error {
+	objs, err := c.jobIndexer.ByIndex(index.JobIdentity, identity.Name)
+	if err != nil {
+		return err
+	}
+	var previous []string
+	for _, o := range objs {
+		j := o.(*batchv1.Job)
+		if jobs.Finished(j) || !found {
+			continue
+		}
+		if h := jobs.SourceHashOf(j); h != "" && h != hash {
+			previous = append(previous, j.Namespace+"/"+j.Name)
+		}
+	}
+	sort.Strings(previous)
+	identity.Status.Rotation = &v1.RotationStatus{
+		MirrorsCurrent:            counts.Current,
+		MirrorsStale:              counts.Stale,
+		JobsOnPreviousCredentials: int32(len(previous)),
+	}
+	set := func(status metav1.ConditionStatus, reason v1.ConditionReason, msg string) {
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionRotationComplete), status, string(reason), msg)
+	}
+	ref := identity.Spec.SecretRef
+	switch {
+	case !found:
+		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("source Secret %s/%s does not exist: the current credentials are unknown", ref.Namespace, ref.Name))
+	case counts.Stale > 0:
+		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("%d of %d mirrors still carry older credentials", counts.Stale, counts.Total))
+	case len(previous) > 0:
+		shown := previous[:min(len(previous), 5)]
+		more := ""
+		if len(previous) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(previous)-len(shown))
+		}
+		set(metav1.ConditionFalse, v1.ReasonJobsOnPreviousCredentials, fmt.Sprintf(
+			"%d running Jobs started with older credentials (%s%s): keep the old credential valid until they end", len(previous), strings.Join(shown, ", "), more))
+	default:
+		set(metav1.ConditionTrue, v1.ReasonRotationComplete, fmt.Sprintf(
+			"all %d mirrors carry the current credentials and no running Job uses older ones: the previous credential may be revoked", counts.Total))
+	}
+	return nil
+}
+
+// emitEvents records one event per change of Ready (SecretFound,
+// SecretNotFound, or the section 14 reason) and of the hygiene report's
+// key set (C4).
+func (c *Controller) emitEvents(identity *v1.TerraformClusterIdentity, before *v1.TerraformClusterIdentityStatus) {
+	if b, a := meta.FindStatusCondition(before.Conditions, string(v1.ConditionReady)), meta.FindStatusCondition(identity.Status.Conditions, string(v1.ConditionReady)); a != nil &&
+		(b == nil || b.Status != a.Status || b.Reason != a.Reason) {
+		switch {
+		case a.Status == metav1.ConditionTrue:
+			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1.EventSecretFound, "%s", a.Message)
+		case a.Reason == string(v1.ReasonSecretNotFound):
+			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1.EventSecretNotFound, "%s", a.Message)
+		default:
+			c.recorder.Eventf(identity, corev1.EventTypeWarning, a.Reason, "%s", a.Message)
+		}
+	}
+	if b, a := meta.FindStatusCondition(before.Conditions, string(v1.ConditionCredentialsValid)), meta.FindStatusCondition(identity.Status.Conditions, string(v1.ConditionCredentialsValid)); a != nil &&
+		(b == nil || b.Message != a.Message) {
+		if a.Status == metav1.ConditionFalse {
+			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1.EventKeysNeedAttention, "%s", a.Message)
+		} else if b != nil {
+			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1.EventKeysValid, "%s", a.Message)
+		}
+	}
 }
 
 // setMirrorsCurrent sets MirrorsCurrent from the counts (section 13).
@@ -422,14 +548,4 @@ func (c *Controller) recordStaleness(identity string, stale map[string]bool, now
 
 func setCondition(conds *[]metav1.Condition, generation int64, now time.Time, t string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(conds, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now)})
-}
-
-// readyChanged reports whether Ready's status changed (one event per change).
-func readyChanged(before, after []metav1.Condition) bool {
-	b := meta.FindStatusCondition(before, string(v1.ConditionReady))
-	a := meta.FindStatusCondition(after, string(v1.ConditionReady))
-	if a == nil {
-		return false
-	}
-	return b == nil || b.Status != a.Status
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -164,6 +165,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		Identities: cinf.TerraformClusterIdentities(),
 		Namespaces: kinf.Core().V1().Namespaces(),
 		Mirrors:    mirrors.Core().V1().Secrets(),
+		Jobs:       kinf.Batch().V1().Jobs(),
 	}
 	enqueueOwners := func(o metav1.Object) {
 		f.mu.Lock()
@@ -195,7 +197,8 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 }
 
 // seed adds objects to the fake API server and to the informer that would
-// see them (a Secret only with captf.io/mirrored=true, M9).
+// see them (a Secret only with captf.io/mirrored=true, M9; a Job to the Job
+// informer, C5).
 func (f *fixture) seed(objs ...runtime.Object) {
 	f.t.Helper()
 	for _, o := range objs {
@@ -211,6 +214,9 @@ func (f *fixture) seed(objs ...runtime.Object) {
 			if x.Labels[v1.LabelMirrored] == v1.LabelTrue {
 				idx = f.inf.Mirrors.Informer().GetIndexer()
 			}
+			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
+		case *batchv1.Job:
+			idx = f.inf.Jobs.Informer().GetIndexer()
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		default:
 			f.t.Fatalf("cannot seed %T", o)

@@ -36,6 +36,8 @@ const (
 	MirrorIdentity = "captf.io/mirror-identity"
 	// Owner indexes mirrors and Jobs by the UIDs of their owner references.
 	Owner = "captf.io/owner"
+	// JobIdentity indexes Jobs by their captf.io/identity annotation (C5).
+	JobIdentity = "captf.io/job-identity"
 )
 
 // ClusterKey is the Cluster index value of a member in namespace with the
@@ -90,12 +92,13 @@ func memberClusters(obj interface{}) ([]string, error) {
 	return []string{ClusterKey(m.GetNamespace(), name)}, nil
 }
 
-func mirrorIdentity(obj interface{}) ([]string, error) {
-	s, ok := obj.(*corev1.Secret)
+// identityAnnotation indexes an object by its captf.io/identity annotation.
+func identityAnnotation(obj interface{}) ([]string, error) {
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return nil, nil
 	}
-	if id := s.Annotations[v1.AnnotationIdentity]; id != "" {
+	if id := m.GetAnnotations()[v1.AnnotationIdentity]; id != "" {
 		return []string{id}, nil
 	}
 	return nil, nil
@@ -145,12 +148,12 @@ func AddWorkloadIndexers(clusters, machines, pools cache.SharedIndexInformer) er
 
 // AddMirrorIndexers indexes the mirror Secret informer.
 func AddMirrorIndexers(mirrors cache.SharedIndexInformer) error {
-	return ensure(mirrors, cache.Indexers{MirrorIdentity: mirrorIdentity, Owner: owners})
+	return ensure(mirrors, cache.Indexers{MirrorIdentity: identityAnnotation, Owner: owners})
 }
 
 // AddJobIndexers indexes the Job informer.
 func AddJobIndexers(jobs cache.SharedIndexInformer) error {
-	return ensure(jobs, cache.Indexers{Owner: owners})
+	return ensure(jobs, cache.Indexers{Owner: owners, JobIdentity: identityAnnotation})
 }
 
 // Ref names a workload object.

@@ -99,6 +99,12 @@ type Params struct {
 	// SourceHash is the mirror's captf.io/source-hash when the Job is
 	// created, recorded on the Job (SPEC C5); "" records nothing.
 	SourceHash string
+	// Identity is the identity whose mirror the Job uses, recorded on the
+	// Job as captf.io/identity (SPEC C5); "" records nothing.
+	Identity string
+	// Reapply numbers a re-apply Job of the same generation after a
+	// rotation (SPEC C6); 0 for the generation's first apply.
+	Reapply int
 }
 
 // Build returns the Job for p (SPEC J1-J5, C5). The result shares no memory
@@ -118,10 +124,18 @@ func Build(p Params) *batchv1.Job {
 	if p.SourceHash != "" {
 		annotations[v1alpha1.AnnotationSourceHash] = p.SourceHash
 	}
+	if p.Identity != "" {
+		// The identity controller finds an identity's Jobs by it (C5).
+		annotations[v1alpha1.AnnotationIdentity] = p.Identity
+	}
+	name := Name(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation)
+	if p.Reapply > 0 {
+		name = ReapplyName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Generation, p.Reapply)
+	}
 
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        Name(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation),
+			Name:        name,
 			Namespace:   p.Namespace,
 			Labels:      managedLabels(),
 			Annotations: annotations,

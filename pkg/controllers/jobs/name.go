@@ -56,13 +56,33 @@ const (
 // Name is a total function: any input, even an invalid owner name or an
 // unknown action, gives a valid DNS label.
 func Name(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64) string {
+	return name(ownerKind, ownerName, ownerUID, action, generation, 0)
+}
+
+// ReapplyName returns the name of the n-th (n >= 1) re-apply Job of a
+// generation, started because the credentials rotated (SPEC C6):
+//
+//	<name-prefix>-apply-<generation>-r<n>-<8 hex>
+//
+// n is hashed too, so every re-apply of a generation has its own Job.
+func ReapplyName(ownerKind, ownerName string, ownerUID types.UID, generation int64, n int) string {
+	return name(ownerKind, ownerName, ownerUID, v1alpha1.JobActionApply, generation, n)
+}
+
+func name(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64, rerun int) string {
+	rerunPart, hash := "", nameHash(ownerKind, ownerName, ownerUID, action, generation)
+	if rerun > 0 {
+		rerunPart = "r" + strconv.Itoa(rerun)
+		hash = nameHash(ownerKind, ownerName, ownerUID, action, generation, rerunPart)
+	}
 	suffix := joinNonEmpty(
 		trimDashes(truncate(sanitize(string(action)), maxActionChars)),
 		strconv.FormatInt(generation, 10),
-		nameHash(ownerKind, ownerName, ownerUID, action, generation),
+		rerunPart,
+		hash,
 	)
-	// The suffix is at most 16+1+20+1+8 = 46 characters, so the prefix
-	// always has room for at least 16.
+	// The suffix is at most 16+1+20+1+11+1+8 = 58 characters, so the prefix
+	// always has room for at least 4.
 	prefix := trimDashes(truncate(sanitize(ownerName), MaxNameLength-len(suffix)-1))
 	if prefix == "" {
 		// A negative generation (never set by the API server) would leave a
@@ -76,7 +96,7 @@ func Name(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAc
 // SHA-256 over the inputs. Each string is preceded by its 8-byte big-endian
 // length, so no two different inputs share an encoding (("ab", "c") and
 // ("a", "bc") hash differently).
-func nameHash(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64) string {
+func nameHash(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64, extra ...string) string {
 	h := sha256.New()
 	var n [8]byte
 	for _, s := range []string{ownerKind, ownerName, string(ownerUID), string(action)} {
@@ -86,6 +106,13 @@ func nameHash(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.J
 	}
 	binary.BigEndian.PutUint64(n[:], uint64(generation))
 	h.Write(n[:])
+	// Extra parts (a re-apply's number) come after, so names without them
+	// are unchanged.
+	for _, s := range extra {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
 	return hex.EncodeToString(h.Sum(nil))[:nameHashHexChars]
 }
 

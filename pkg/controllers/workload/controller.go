@@ -35,6 +35,8 @@ type Options struct {
 	SyncPeriod time.Duration
 	// RunnerImage is the image the Jobs' init container copies captf from (J5).
 	RunnerImage string
+	// RequireSourceConsent enforces SPEC C1.
+	RequireSourceConsent bool
 }
 
 // Informers are the informers the controller reads.

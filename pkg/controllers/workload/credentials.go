@@ -107,6 +107,17 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 			"reading Secret %s/%s of TerraformClusterIdentity %s: %v", ref.Namespace, ref.Name, id, err)
 		return res, fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
+	// Section 14: a refused source (C2) or withdrawn consent (C1) revokes
+	// like V1; a missing required key (C3) only holds new Jobs back.
+	if p := credentials.CheckSource(src, id, identity.Spec.RequiredKeys, c.opts.RequireSourceConsent); p != nil {
+		if p.RevokesMirrors() {
+			if err := c.deleteMirror(ctx, w, id); err != nil {
+				return res, err
+			}
+		}
+		notReady(p.Reason, "%s", p.Message)
+		return res, nil
+	}
 	setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed,
 		"TerraformClusterIdentity %s allows namespace %s", id, ns)
 	res.mirror = credentials.MirrorName(id)
@@ -351,7 +362,7 @@ func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.
 }
 
 // deleteMirror deletes the namespace's mirror of identity whatever owners
-// remain (V1), unless the Secret of that name is not a mirror (M7).
+// remain (V1; C1, C2), unless the Secret of that name is not a mirror (M7).
 func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity string) error {
 	ns, name := w.obj.GetNamespace(), credentials.MirrorName(identity)
 	c.conflicts.Set(identity, ns, false)
@@ -376,8 +387,8 @@ func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity str
 		return fmt.Errorf("deleting mirror %s/%s: %w", ns, name, err)
 	}
 	metrics.MirrorWrites.WithLabelValues(metrics.WriteDeleted).Inc()
-	klog.FromContext(ctx).V(2).Info("Deleted mirror: namespace not allowed", "mirror", klog.KRef(ns, name), "identity", identity)
-	c.normal(w, v1.EventMirrorRemoved, "Deleted mirror Secret %s: TerraformClusterIdentity %s no longer allows namespace %s", name, identity, ns)
+	klog.FromContext(ctx).V(2).Info("Deleted mirror: the identity may not be used here", "mirror", klog.KRef(ns, name), "identity", identity)
+	c.normal(w, v1.EventMirrorRemoved, "Deleted mirror Secret %s: TerraformClusterIdentity %s may no longer be used in namespace %s", name, identity, ns)
 	return nil
 }
 

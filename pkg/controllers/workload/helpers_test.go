@@ -279,8 +279,17 @@ type fixture struct {
 // conflictTTL is how long a conflict record lives unless seen again.
 const conflictTTL = 25 * time.Minute
 
-func newFixture(t *testing.T) *fixture {
+// withConsent turns on --require-source-consent (SPEC C1).
+func withConsent(o *Options) { o.RequireSourceConsent = true }
+
+// newFixture builds the controller with the test Options, changed by mods
+// (for example withConsent).
+func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 	t.Helper()
+	opts := Options{SyncPeriod: syncPeriod, RunnerImage: runnerImage}
+	for _, m := range mods {
+		m(&opts)
+	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(10)))
 	ctx := klog.NewContext(context.Background(), logger)
 	f := &fixture{
@@ -315,8 +324,7 @@ func newFixture(t *testing.T) *fixture {
 		Jobs:       managed.Batch().V1().Jobs(),
 	}
 	// The informers are never started: tests seed their indexers.
-	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, f.recorder, f.clock,
-		Options{SyncPeriod: syncPeriod, RunnerImage: runnerImage})
+	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, f.recorder, f.clock, opts)
 	require.NoError(t, err)
 	f.c = c
 	// Queues on the fake clock, recording timed requeues.

@@ -136,14 +136,15 @@ func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds 
 	if err != nil {
 		return w, err
 	}
-	if !c.reportApply(w, set, creds, now) {
+	if start, _ := c.reportApply(w, set, creds, now); !start {
 		return c.keepFinalizer(ctx, k, w, set)
 	}
 	// About to start a Job: confirm from the API server, not the cache.
 	if set, err = c.freshJobs(ctx, w); err != nil {
 		return w, err
 	}
-	if !c.reportApply(w, set, creds, now) {
+	start, reapply := c.reportApply(w, set, creds, now)
+	if !start {
 		return c.keepFinalizer(ctx, k, w, set)
 	}
 	// The finalizer goes first: an object whose apply Job exists must never
@@ -151,7 +152,7 @@ func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds 
 	if w, err = c.setFinalizer(ctx, k, w, true); err != nil {
 		return w, err
 	}
-	j, err := c.createJob(ctx, w, v1.JobActionApply, creds)
+	j, err := c.createJob(ctx, w, v1.JobActionApply, creds, reapply)
 	if err != nil {
 		return w, err
 	}
@@ -182,20 +183,24 @@ func recordLatest(w *workload, set jobSet) {
 
 // reportApply sets ApplyJobSucceeded from set and reports whether a new
 // apply Job should start: the generation has no apply Job yet, none runs,
-// credentials are ready and there is an image (J1).
-func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult, now time.Time) bool {
+// credentials are ready and there is an image (J1); or the object re-applies
+// on rotation (C6), in which case reapply numbers the new Job.
+func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult, now time.Time) (start bool, reapply int) {
 	recordLatest(w, set)
 	gen := w.obj.GetGeneration()
 	current := set.find(v1.JobActionApply, gen)
 	switch {
 	case current != nil:
 		c.jobCondition(w, current, now)
-		return false
+		if n := reapplyNumber(w, set, creds); n > 0 {
+			return true, n
+		}
+		return false, 0
 	case set.running != nil:
 		g, _ := jobs.GenerationOf(set.running)
 		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
 			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
-		return false
+		return false, 0
 	case !creds.ready:
 		if set.latest != nil {
 			c.jobCondition(w, set.latest, now)
@@ -203,19 +208,46 @@ func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult
 			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
 				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
 		}
-		return false
+		return false, 0
 	case w.source.Image == "":
 		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
 			"spec.source.image is not set: no Job can run")
-		return false
+		return false, 0
 	}
-	return true
+	return true, 0
+}
+
+// reapplyNumber implements C6: when the object opts in
+// (spec.jobs.reapplyOnRotation), no Job runs, credentials are ready, and the
+// newest apply Job of this generation started with another source hash than
+// the mirror's now, it returns the number of the next re-apply Job (one per
+// rotation: that Job records the new hash); else 0. Never called during a
+// deletion.
+func reapplyNumber(w *workload, set jobSet, creds credentialResult) int {
+	if !w.jobs.ReapplyOnRotation || !creds.ready || creds.hash == "" || set.running != nil || w.source.Image == "" {
+		return 0
+	}
+	gen := w.obj.GetGeneration()
+	newest := set.find(v1.JobActionApply, gen)
+	if newest == nil || !jobs.Finished(newest) {
+		return 0
+	}
+	if h := jobs.SourceHashOf(newest); h == "" || h == creds.hash {
+		return 0
+	}
+	n := 0
+	for _, j := range set.all {
+		if g, _ := jobs.GenerationOf(j); jobs.ActionOf(j) == v1.JobActionApply && g == gen {
+			n++
+		}
+	}
+	return n
 }
 
 // createJob creates the Job for action at w's generation. An existing Job of
 // that name (a previous pass's create not yet in the cache) counts as
 // created. It returns nil without error when the namespace is terminating.
-func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAction, creds credentialResult) (*batchv1.Job, error) {
+func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAction, creds credentialResult, reapply int) (*batchv1.Job, error) {
 	job := jobs.Build(jobs.Params{
 		OwnerAPIVersion:       v1.SchemeGroupVersion.String(),
 		OwnerKind:             w.kind,
@@ -230,11 +262,13 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAc
 		Env:                   w.jobs.Env,
 		ActiveDeadlineSeconds: ptr.Deref(w.jobs.ActiveDeadlineSeconds, 0),
 		SourceHash:            creds.hash,
+		Identity:              creds.identity,
+		Reapply:               reapply,
 	})
 	created, err := c.kube.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
-		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration())
+		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "reapply", reapply)
 	case apierrors.IsAlreadyExists(err):
 		created = job
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -334,7 +368,7 @@ func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) err
 				"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 			return finish()
 		}
-		j, err := c.createJob(ctx, w, v1.JobActionDestroy, creds)
+		j, err := c.createJob(ctx, w, v1.JobActionDestroy, creds, 0)
 		if err != nil {
 			_ = finish()
 			return err

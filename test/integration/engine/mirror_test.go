@@ -17,14 +17,14 @@ import (
 // TestMirrorCreated checks M1-M3, M5 and the conditions of a fresh cluster.
 func TestMirrorCreated(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	data := defaultData()
-	id := f.identity(f.source(data), list(ns))
-	c := f.cluster(ns, "demo", id)
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	data := framework.DefaultData(secretValue)
+	id := f.Identity(f.Source(data), framework.List(ns))
+	c := f.Cluster(ns, "demo", id)
 
-	f.waitCondition("cluster", f.clusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-	f.waitCondition("cluster", f.clusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
-	m := f.mirror(ns, id)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	m := f.Mirror(ns, id)
 	if m == nil {
 		t.Fatal("no mirror")
 	}
@@ -34,8 +34,8 @@ func TestMirrorCreated(t *testing.T) {
 	if m.Labels[v1.LabelMirrored] != "true" || m.Labels[v1.LabelManaged] != "true" || len(m.Labels) != 2 {
 		t.Errorf("M3 labels: %v", m.Labels)
 	}
-	if m.Annotations[v1.AnnotationIdentity] != id || m.Annotations[v1.AnnotationSourceHash] != hashOf(data) {
-		t.Errorf("M3/M4 annotations: %v, want hash %s", m.Annotations, hashOf(data))
+	if m.Annotations[v1.AnnotationIdentity] != id || m.Annotations[v1.AnnotationSourceHash] != framework.HashOf(data) {
+		t.Errorf("M3/M4 annotations: %v, want hash %s", m.Annotations, framework.HashOf(data))
 	}
 	for k, v := range data {
 		if string(m.Data[k]) != v {
@@ -55,7 +55,7 @@ func TestMirrorCreated(t *testing.T) {
 	if ref.Controller != nil || ref.BlockOwnerDeletion != nil {
 		t.Errorf("M5: owner reference must be non-controller with blockOwnerDeletion unset, got controller=%v block=%v", ref.Controller, ref.BlockOwnerDeletion)
 	}
-	if got := f.getCluster(ns, c.Name).Status.Identity; got != id {
+	if got := f.GetCluster(ns, c.Name).Status.Identity; got != id {
 		t.Errorf("status.identity: %q", got)
 	}
 }
@@ -64,21 +64,21 @@ func TestMirrorCreated(t *testing.T) {
 // one identity share one mirror carrying both owner references.
 func TestSharedMirror(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	id := f.identity(f.source(defaultData()), list(ns))
-	a := f.cluster(ns, "a", id)
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	a := f.Cluster(ns, "a", id)
 	// A machine without its own identityRef inherits the cluster's (I2).
-	mach, err := f.e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.ctx, &v1.TerraformMachine{
+	mach, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1.TerraformMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{v1.LabelClusterName: "a"}},
 		Spec:       v1.TerraformMachineSpec{Source: v1.SourceSpec{Image: "example.com/m:1"}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.waitMirror(ns, id, "both owners", func(m *corev1.Secret) bool {
+	f.WaitMirror(ns, id, "both owners", func(m *corev1.Secret) bool {
 		return credentials.HasOwnerReference(m.OwnerReferences, a.UID) && credentials.HasOwnerReference(m.OwnerReferences, mach.UID) && len(m.OwnerReferences) == 2
 	})
-	secrets, err := f.e.Kube.CoreV1().Secrets(ns).List(f.ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=true"})
+	secrets, err := f.Env.Kube.CoreV1().Secrets(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,41 +92,41 @@ func TestSharedMirror(t *testing.T) {
 // passes over an unchanged source write nothing.
 func TestRotationAndNoWriteOnUnchangedPass(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	data := defaultData()
-	ref := f.source(data)
-	id := f.identity(ref, list(ns))
-	c := f.cluster(ns, "demo", id)
-	m := f.waitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
-	f.waitCondition("cluster", f.clusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	data := framework.DefaultData(secretValue)
+	ref := f.Source(data)
+	id := f.Identity(ref, framework.List(ns))
+	c := f.Cluster(ns, "demo", id)
+	m := f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
 	// Let the creation's follow-up passes settle, then watch several sync
 	// periods go by: the mirror's resourceVersion must not move (M6).
 	framework.Eventually(t, settle, func() (bool, string) {
-		cur := f.mirror(ns, id)
+		cur := f.Mirror(ns, id)
 		ok := cur.ResourceVersion == m.ResourceVersion
 		m = cur
 		return ok, "mirror still changing"
 	})
-	c0 := f.getCluster(ns, c.Name)
+	c0 := f.GetCluster(ns, c.Name)
 	time.Sleep(3 * syncPeriod)
-	if cur := f.mirror(ns, id); cur.ResourceVersion != m.ResourceVersion {
+	if cur := f.Mirror(ns, id); cur.ResourceVersion != m.ResourceVersion {
 		t.Fatalf("M6: an unchanged pass wrote the mirror (resourceVersion %s -> %s)", m.ResourceVersion, cur.ResourceVersion)
 	}
-	if c1 := f.getCluster(ns, c.Name); c1.ResourceVersion != c0.ResourceVersion {
+	if c1 := f.GetCluster(ns, c.Name); c1.ResourceVersion != c0.ResourceVersion {
 		t.Fatalf("an unchanged pass wrote the cluster (resourceVersion %s -> %s)", c0.ResourceVersion, c1.ResourceVersion)
 	}
 
 	rotated := map[string]string{"AWS_ACCESS_KEY_ID": "AKIAROTATED", "AWS_SECRET_ACCESS_KEY": secretValue + "-2"}
 	start := time.Now()
-	f.setSource(ref, rotated)
-	m = f.waitMirror(ns, id, "rotated", func(m *corev1.Secret) bool {
-		return m.Annotations[v1.AnnotationSourceHash] == hashOf(rotated)
+	f.SetSource(ref, rotated)
+	m = f.WaitMirror(ns, id, "rotated", func(m *corev1.Secret) bool {
+		return m.Annotations[v1.AnnotationSourceHash] == framework.HashOf(rotated)
 	})
 	t.Logf("rotation reached the mirror after %s (sync period %s, identity resync %s)", time.Since(start).Round(time.Millisecond), syncPeriod, identityResync)
 	if string(m.Data["AWS_ACCESS_KEY_ID"]) != "AKIAROTATED" {
 		t.Fatalf("R1: mirror data not rotated")
 	}
-	f.waitCondition("identity", f.identityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
+	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
 }
 
 // TestConflictWithForeignSecret checks M7: a Secret that is not a mirror is
@@ -134,120 +134,120 @@ func TestRotationAndNoWriteOnUnchangedPass(t *testing.T) {
 // deleted the mirror is created (retried at the sync period).
 func TestConflictWithForeignSecret(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	id := f.identity(f.source(defaultData()), list(ns))
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: credentials.MirrorName(id), Labels: map[string]string{"app": "mine"}},
 		StringData: map[string]string{"mine": "do-not-touch"}}
-	foreign, err := f.e.Kube.CoreV1().Secrets(ns).Create(f.ctx, foreign, metav1.CreateOptions{})
+	foreign, err := f.Env.Kube.CoreV1().Secrets(ns).Create(f.Ctx, foreign, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := f.cluster(ns, "demo", id)
-	cond := f.waitCondition("cluster", f.clusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed)
+	c := f.Cluster(ns, "demo", id)
+	cond := f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed)
 	if !strings.Contains(cond.Message, ns+"/"+foreign.Name) {
 		t.Errorf("M7: message does not name the Secret: %q", cond.Message)
 	}
-	f.waitCondition("identity", f.identityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionFalse, v1.ReasonMirrorsConflicted)
+	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionFalse, v1.ReasonMirrorsConflicted)
 	time.Sleep(2 * syncPeriod)
-	got, err := f.e.Kube.CoreV1().Secrets(ns).Get(f.ctx, foreign.Name, metav1.GetOptions{})
+	got, err := f.Env.Kube.CoreV1().Secrets(ns).Get(f.Ctx, foreign.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.ResourceVersion != foreign.ResourceVersion {
 		t.Fatalf("M7: the foreign Secret was modified")
 	}
-	if j, _ := f.e.Kube.BatchV1().Jobs(ns).List(f.ctx, metav1.ListOptions{}); len(j.Items) != 0 {
+	if j, _ := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{}); len(j.Items) != 0 {
 		t.Fatalf("no Job may start while the mirror is blocked, found %d", len(j.Items))
 	}
-	if err := f.e.Kube.CoreV1().Secrets(ns).Delete(f.ctx, foreign.Name, metav1.DeleteOptions{}); err != nil {
+	if err := f.Env.Kube.CoreV1().Secrets(ns).Delete(f.Ctx, foreign.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitMirror(ns, id, "created after the foreign Secret went", func(m *corev1.Secret) bool { return m.Labels[v1.LabelMirrored] == "true" })
-	f.waitCondition("cluster", f.clusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
-	f.waitCondition("identity", f.identityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
+	f.WaitMirror(ns, id, "created after the foreign Secret went", func(m *corev1.Secret) bool { return m.Labels[v1.LabelMirrored] == "true" })
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
 }
 
 // TestMirrorDeletedOutOfBandIsRecreated checks M8.
 func TestMirrorDeletedOutOfBandIsRecreated(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	id := f.identity(f.source(defaultData()), list(ns))
-	f.cluster(ns, "demo", id)
-	m := f.waitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
-	if err := f.e.Kube.CoreV1().Secrets(ns).Delete(f.ctx, m.Name, metav1.DeleteOptions{}); err != nil {
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	f.Cluster(ns, "demo", id)
+	m := f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
+	if err := f.Env.Kube.CoreV1().Secrets(ns).Delete(f.Ctx, m.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitMirror(ns, id, "recreated", func(n *corev1.Secret) bool { return n.UID != m.UID })
+	f.WaitMirror(ns, id, "recreated", func(n *corev1.Secret) bool { return n.UID != m.UID })
 }
 
 // TestIdentitySwitchReleasesOldMirror checks V4 (and A8: a pool's
 // identityRef is mutable).
 func TestIdentitySwitchReleasesOldMirror(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	oldID := f.identity(f.source(defaultData()), list(ns))
-	newID := f.identity(f.source(defaultData()), list(ns))
-	pools := f.e.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns)
-	p, err := pools.Create(f.ctx, &v1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	oldID := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	newID := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	pools := f.Env.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns)
+	p, err := pools.Create(f.Ctx, &v1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
 		Spec: v1.TerraformMachinePoolSpec{IdentityRef: &v1.IdentityReference{Name: oldID}, Source: v1.SourceSpec{Image: "example.com/m:1"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.waitMirror(ns, oldID, "old mirror", func(*corev1.Secret) bool { return true })
-	p, err = pools.Get(f.ctx, p.Name, metav1.GetOptions{})
+	f.WaitMirror(ns, oldID, "old mirror", func(*corev1.Secret) bool { return true })
+	p, err = pools.Get(f.Ctx, p.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Spec.IdentityRef = &v1.IdentityReference{Name: newID}
-	if _, err := pools.Update(f.ctx, p, metav1.UpdateOptions{}); err != nil {
+	if _, err := pools.Update(f.Ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitMirror(ns, newID, "new mirror", func(m *corev1.Secret) bool { return credentials.HasOwnerReference(m.OwnerReferences, p.UID) })
-	f.waitNoMirror(ns, oldID)
+	f.WaitMirror(ns, newID, "new mirror", func(m *corev1.Secret) bool { return credentials.HasOwnerReference(m.OwnerReferences, p.UID) })
+	f.WaitNoMirror(ns, oldID)
 }
 
 // TestIdentityReadyFollowsSecret checks S1: Ready follows the source Secret.
 func TestIdentityReadyFollowsSecret(t *testing.T) {
 	f := setup(t)
-	ref := f.source(defaultData())
-	id := f.identity(ref, nil)
-	f.waitCondition("identity", f.identityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
-	if err := f.e.Kube.CoreV1().Secrets(ref.Namespace).Delete(f.ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
+	ref := f.Source(framework.DefaultData(secretValue))
+	id := f.Identity(ref, nil)
+	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+	if err := f.Env.Kube.CoreV1().Secrets(ref.Namespace).Delete(f.Ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitCondition("identity", f.identityConds(id), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound)
-	if _, err := f.e.Kube.CoreV1().Secrets(ref.Namespace).Create(f.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name},
-		StringData: defaultData()}, metav1.CreateOptions{}); err != nil {
+	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound)
+	if _, err := f.Env.Kube.CoreV1().Secrets(ref.Namespace).Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name},
+		StringData: framework.DefaultData(secretValue)}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitCondition("identity", f.identityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
 }
 
 // TestUnresolvableIdentities checks I2: nothing to resolve, a missing
 // identity and a missing Secret each block the Job with the right reason.
 func TestUnresolvableIdentities(t *testing.T) {
 	f := setup(t)
-	ns := f.e.CreateNamespace(t, "tenant", nil)
-	missingSecret := f.identity(v1.SecretReference{Namespace: ns, Name: "absent"}, list(ns))
-	f.cluster(ns, "no-identity", "does-not-exist")
-	f.cluster(ns, "no-secret", missingSecret)
-	orphan, err := f.e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.ctx, &v1.TerraformMachine{
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	missingSecret := f.Identity(v1.SecretReference{Namespace: ns, Name: "absent"}, framework.List(ns))
+	f.Cluster(ns, "no-identity", "does-not-exist")
+	f.Cluster(ns, "no-secret", missingSecret)
+	orphan, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1.TerraformMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{v1.LabelClusterName: "missing-cluster"}},
 		Spec:       v1.TerraformMachineSpec{Source: v1.SourceSpec{Image: "example.com/m:1"}, Jobs: v1.JobsSpec{ActiveDeadlineSeconds: ptr.To[int64](60)}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.waitCondition("cluster", f.clusterConds(ns, "no-identity"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonIdentityNotFound)
-	f.waitCondition("cluster", f.clusterConds(ns, "no-secret"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonSecretNotFound)
-	f.waitCondition("machine", func() ([]metav1.Condition, error) {
-		m, err := f.e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Get(f.ctx, orphan.Name, metav1.GetOptions{})
+	f.WaitCondition("cluster", f.ClusterConds(ns, "no-identity"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonIdentityNotFound)
+	f.WaitCondition("cluster", f.ClusterConds(ns, "no-secret"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonSecretNotFound)
+	f.WaitCondition("machine", func() ([]metav1.Condition, error) {
+		m, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Get(f.Ctx, orphan.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
 		return m.Status.Conditions, nil
 	}, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonIdentityNotFound)
-	if j, _ := f.e.Kube.BatchV1().Jobs(ns).List(f.ctx, metav1.ListOptions{}); len(j.Items) != 0 {
+	if j, _ := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{}); len(j.Items) != 0 {
 		t.Fatalf("I2: no Job may start, found %d", len(j.Items))
 	}
 }

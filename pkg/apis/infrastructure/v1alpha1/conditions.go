@@ -26,6 +26,12 @@ const (
 	// ConditionMirrorsCurrent says whether every mirror of the identity
 	// carries the source's current hash (SPEC section 13). Ours.
 	ConditionMirrorsCurrent ConditionType = "MirrorsCurrent"
+	// ConditionCredentialsValid is the hygiene report on the source's keys
+	// and values (SPEC C4); never a refusal.
+	ConditionCredentialsValid ConditionType = "CredentialsValid"
+	// ConditionRotationComplete is True once every mirror carries the
+	// current hash and no running Job started with an older one (SPEC C5).
+	ConditionRotationComplete ConditionType = "RotationComplete"
 )
 
 // Reasons of IdentityAllowed.
@@ -41,6 +47,16 @@ const (
 	ReasonNamespaceNotAllowed ConditionReason = "NamespaceNotAllowed"
 	// ReasonSecretNotFound: the identity's source Secret does not exist (SPEC I2).
 	ReasonSecretNotFound ConditionReason = "SecretNotFound"
+	// ReasonNotOptedIn: --require-source-consent is on and the source Secret
+	// lacks the label captf.io/credential=true or does not name the
+	// identity in captf.io/credential-identities (SPEC C1).
+	ReasonNotOptedIn ConditionReason = "NotOptedIn"
+	// ReasonSourceRefused: the source Secret is itself a mirror, or a
+	// service-account token (SPEC C2).
+	ReasonSourceRefused ConditionReason = "SourceRefused"
+	// ReasonCredentialsIncomplete: the source lacks a key of
+	// spec.requiredKeys (SPEC C3).
+	ReasonCredentialsIncomplete ConditionReason = "CredentialsIncomplete"
 	// ReasonIdentityCheckFailed: the check could not complete (for example the
 	// source Secret could not be read); it is retried.
 	ReasonIdentityCheckFailed ConditionReason = "IdentityCheckFailed"
@@ -90,6 +106,18 @@ const (
 	// ReasonMirrorsConflicted: a foreign Secret holds a mirror's name in some
 	// namespace (SPEC M7).
 	ReasonMirrorsConflicted ConditionReason = "MirrorsConflicted"
+	// ReasonKeysValid: no key of the source needs attention (SPEC C4).
+	ReasonKeysValid ConditionReason = "KeysValid"
+	// ReasonKeysNeedAttention: some keys are not valid environment variable
+	// names, start with TF_ or KUBE_, or hold empty or whitespace-ended
+	// values; the message lists key names by category (SPEC C4).
+	ReasonKeysNeedAttention ConditionReason = "KeysNeedAttention"
+	// ReasonRotationComplete: every mirror carries the current hash and no
+	// running Job started with an older one (SPEC C5).
+	ReasonRotationComplete ConditionReason = "RotationComplete"
+	// ReasonJobsOnPreviousCredentials: a running Job started with an older
+	// hash (SPEC C5). (MirrorsStale is shared with MirrorsCurrent.)
+	ReasonJobsOnPreviousCredentials ConditionReason = "JobsOnPreviousCredentials"
 )
 
 // Reasons of the workload Ready summary when every condition is True.
@@ -120,4 +148,9 @@ const (
 	// EventInfrastructureAbandoned (Warning, workload): the finalizer was
 	// removed without a destroy (V2).
 	EventInfrastructureAbandoned = "InfrastructureAbandoned"
+	// EventKeysNeedAttention (Warning, identity): the set of keys the hygiene
+	// report names changed (SPEC C4).
+	EventKeysNeedAttention = "KeysNeedAttention"
+	// EventKeysValid (Normal, identity): no key needs attention any more.
+	EventKeysValid = "KeysValid"
 )

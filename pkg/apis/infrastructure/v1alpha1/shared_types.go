@@ -45,6 +45,13 @@ type JobsSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=86400
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// ReapplyOnRotation starts a new apply Job when the mirror's source hash
+	// changes, once the running Job (if any) ends; never during a deletion
+	// (SPEC C6). For modules that copy the credential into the
+	// infrastructure they build.
+	// +optional
+	ReapplyOnRotation bool `json:"reapplyOnRotation,omitempty"`
 }
 
 // JobAction is what a Job does with the module.

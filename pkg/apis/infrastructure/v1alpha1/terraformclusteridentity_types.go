@@ -48,6 +48,18 @@ type TerraformClusterIdentitySpec struct {
 	// is rejected as ambiguous.
 	// +optional
 	AllowedNamespaces *AllowedNamespaces `json:"allowedNamespaces,omitempty"`
+
+	// RequiredKeys are keys the source Secret must hold (SPEC C3). While one
+	// is missing the identity is Ready=False/CredentialsIncomplete, its users
+	// IdentityAllowed=False/CredentialsIncomplete, and no Job starts. An
+	// empty value counts as present.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[-._a-zA-Z0-9]+$`
+	RequiredKeys []string `json:"requiredKeys,omitempty"`
 }
 
 // SecretReference names a Secret in a namespace.
@@ -90,8 +102,10 @@ type AllowedNamespaces struct {
 
 // TerraformClusterIdentityStatus is the observed state of a TerraformClusterIdentity.
 type TerraformClusterIdentityStatus struct {
-	// Conditions: Ready (the source Secret exists) and MirrorsCurrent (every
-	// mirror carries the source's current hash). SPEC section 10.
+	// Conditions: Ready (the source Secret exists and may be used),
+	// MirrorsCurrent (every mirror carries the source's current hash),
+	// CredentialsValid (the hygiene report, C4) and RotationComplete (C5).
+	// SPEC section 10.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -108,6 +122,22 @@ type TerraformClusterIdentityStatus struct {
 	// Mirrors counts this identity's mirrors by state (SPEC section 13).
 	// +optional
 	Mirrors *MirrorCounts `json:"mirrors,omitempty"`
+
+	// Rotation says how far the current source data has spread (SPEC C5):
+	// the old credential may be revoked once RotationComplete is True.
+	// +optional
+	Rotation *RotationStatus `json:"rotation,omitempty"`
+}
+
+// RotationStatus reports rotation completeness (SPEC C5).
+type RotationStatus struct {
+	// MirrorsCurrent counts mirrors carrying the source's current hash.
+	MirrorsCurrent int32 `json:"mirrorsCurrent"`
+	// MirrorsStale counts mirrors carrying an older hash.
+	MirrorsStale int32 `json:"mirrorsStale"`
+	// JobsOnPreviousCredentials counts running Jobs of this identity that
+	// started with an older hash: their environment keeps the old values.
+	JobsOnPreviousCredentials int32 `json:"jobsOnPreviousCredentials"`
 }
 
 // MirrorCounts counts the mirrors of an identity by state.

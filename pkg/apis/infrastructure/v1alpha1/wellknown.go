@@ -23,6 +23,12 @@ const (
 	// FinalizerDestroy is set on a workload object once it has started an
 	// apply Job, so its deletion runs a destroy Job first (SPEC J8).
 	FinalizerDestroy = "captf.io/destroy"
+	// LabelCredential, set to "true" on a source Secret, consents to its use
+	// by the identities its AnnotationCredentialIdentities names (SPEC C1).
+	LabelCredential = "captf.io/credential"
+	// AnnotationCredentialIdentities lists, comma-separated, the identities
+	// that may use a source Secret; "*" allows any (SPEC C1).
+	AnnotationCredentialIdentities = "captf.io/credential-identities"
 	// LabelClusterName names the cluster a machine or pool belongs to (SPEC 1.2).
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
 	// LabelMoveHierarchy is set on the identity CRD so clusterctl move carries it.
