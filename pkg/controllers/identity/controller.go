@@ -3,16 +3,22 @@
 // every --identity-resync (every 30s, or the resync if shorter, while not
 // Ready) and on every change, and reports:
 //
-//   - Ready: SecretFound or SecretNotFound (S1), with an event on change;
+//   - Ready: SecretFound, SecretNotFound (S1), or the section 14 reasons
+//     NotOptedIn (C1), SourceRefused (C2), CredentialsIncomplete (C3), with
+//     an event on change;
+//   - CredentialsValid: the hygiene report on the source's keys (C4);
+//   - RotationComplete and status.rotation: whether the current credentials
+//     have reached every mirror and no running Job uses older ones (C5);
 //   - status.namespaces: the namespaces holding a real mirror (S2);
 //   - status.mirrors and MirrorsCurrent: how many mirrors carry the current
 //     source hash, are stale, or are blocked by a foreign Secret (section 13).
 //
 // When a mirror's hash differs from the source it enqueues that mirror's
 // users (S4), so a rotation lands within --identity-resync. It deletes
-// mirrors in namespaces the identity no longer allows, and every mirror of
-// an identity that is gone (V5). It never writes mirror data itself, and
-// writes status only when it changed (S3).
+// mirrors in namespaces the identity no longer allows, every mirror of an
+// identity that is gone (V5), and every mirror of a source that may not be
+// used (C1, C2). It never writes mirror data itself, never touches the
+// source (V6), and writes status only when it changed (S3).
 package identity
 
 import (
@@ -303,6 +309,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		if m.DeletionTimestamp != nil || m.Name != credentials.MirrorName(name) {
 			continue
 		}
+		if m.Namespace == ref.Namespace && m.Name == ref.Name {
+			// V6: an identity pointed at its own mirror (refused, C2) must
+			// still never delete its source.
+			continue
+		}
 		if !c.allowed(identity, m.Namespace) {
 			// V5: revoked even when no user there reconciles.
 			if err := c.deleteMirror(ctx, m, "TerraformClusterIdentity "+name+" no longer allows the namespace"); err != nil {
@@ -350,9 +361,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			return fmt.Errorf("updating status: %w", err)
 		}
 	}
-	// S1: re-read periodically; sooner while not Ready.
+	// S1: re-read periodically; sooner while not Ready (for any reason).
 	next := c.opts.Resync
-	if !found && notReadyResync < next {
+	if !meta.IsStatusConditionTrue(identity.Status.Conditions, string(v1.ConditionReady)) && notReadyResync < next {
 		next = notReadyResync
 	}
 	c.queue.AddAfter(key, next)

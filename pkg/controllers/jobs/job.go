@@ -131,6 +131,7 @@ func Build(p Params) *batchv1.Job {
 	name := Name(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation)
 	if p.Reapply > 0 {
 		name = ReapplyName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Generation, p.Reapply)
+		annotations[v1alpha1.AnnotationJobReapply] = strconv.Itoa(p.Reapply)
 	}
 
 	return &batchv1.Job{
@@ -269,6 +270,19 @@ func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
 		return a
 	}
 	return ""
+}
+
+// ReapplyOf returns a Job's re-apply number (SPEC C6); 0 for a first apply
+// or anything unreadable.
+func ReapplyOf(job *batchv1.Job) int {
+	if job == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(job.Annotations[v1alpha1.AnnotationJobReapply])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // GenerationOf returns the object generation a Job was built for (its

@@ -88,15 +88,15 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 		}
 		return n.Labels, true
 	})
+	ref := identity.Spec.SecretRef
 	if !allowed {
 		// V1: revoke at once, whatever owners the mirror still has.
-		if err := c.deleteMirror(ctx, w, id); err != nil {
+		if err := c.deleteMirror(ctx, w, id, ref); err != nil {
 			return res, err
 		}
 		notReady(v1.ReasonNamespaceNotAllowed, "TerraformClusterIdentity %s does not allow namespace %s", id, ns)
 		return res, nil
 	}
-	ref := identity.Spec.SecretRef
 	src, err := c.source.Get(ctx, ticket, ref.Namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
 		notReady(v1.ReasonSecretNotFound, "Secret %s/%s named by TerraformClusterIdentity %s does not exist", ref.Namespace, ref.Name, id)
@@ -111,7 +111,7 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	// like V1; a missing required key (C3) only holds new Jobs back.
 	if p := credentials.CheckSource(src, id, identity.Spec.RequiredKeys, c.opts.RequireSourceConsent); p != nil {
 		if p.RevokesMirrors() {
-			if err := c.deleteMirror(ctx, w, id); err != nil {
+			if err := c.deleteMirror(ctx, w, id, ref); err != nil {
 				return res, err
 			}
 		}
@@ -362,9 +362,13 @@ func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.
 }
 
 // deleteMirror deletes the namespace's mirror of identity whatever owners
-// remain (V1; C1, C2), unless the Secret of that name is not a mirror (M7).
-func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity string) error {
+// remain (V1; C1, C2), unless the Secret of that name is not a mirror (M7)
+// or is the identity's own source (V6: an identity pointed at its mirror).
+func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity string, source v1.SecretReference) error {
 	ns, name := w.obj.GetNamespace(), credentials.MirrorName(identity)
+	if source.Namespace == ns && source.Name == name {
+		return nil
+	}
 	c.conflicts.Set(identity, ns, false)
 	m, err := c.mirrors.Secrets(ns).Get(name)
 	if apierrors.IsNotFound(err) {

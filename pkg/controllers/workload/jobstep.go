@@ -235,13 +235,15 @@ func reapplyNumber(w *workload, set jobSet, creds credentialResult) int {
 	if h := jobs.SourceHashOf(newest); h == "" || h == creds.hash {
 		return 0
 	}
+	// Number after the highest so far: a deleted earlier Job must not make
+	// the next number collide with one that exists.
 	n := 0
 	for _, j := range set.all {
 		if g, _ := jobs.GenerationOf(j); jobs.ActionOf(j) == v1.JobActionApply && g == gen {
-			n++
+			n = max(n, jobs.ReapplyOf(j))
 		}
 	}
-	return n
+	return n + 1
 }
 
 // createJob creates the Job for action at w's generation. An existing Job of

@@ -20,6 +20,8 @@ const (
 	AnnotationJobGeneration = "captf.io/generation"
 	// AnnotationJobAction records on a Job whether it applies or destroys.
 	AnnotationJobAction = "captf.io/action"
+	// AnnotationJobReapply numbers a re-apply Job of a generation (SPEC C6).
+	AnnotationJobReapply = "captf.io/reapply"
 	// FinalizerDestroy is set on a workload object once it has started an
 	// apply Job, so its deletion runs a destroy Job first (SPEC J8).
 	FinalizerDestroy = "captf.io/destroy"
