@@ -188,9 +188,18 @@ func Run(ctx context.Context, o *Options) error {
 		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "workers", o.Workers,
 		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
 
+	// Events have their own client and budget (half the main one): a burst
+	// of MirrorCreated events must not slow mirror writes down. They are
+	// best effort: the broadcaster drops what it cannot queue.
+	eventCfg := rest.CopyConfig(cfg)
+	eventCfg.QPS, eventCfg.Burst = max(1, cfg.QPS/2), max(1, cfg.Burst/2)
+	eventClient, err := kubernetes.NewForConfig(eventCfg)
+	if err != nil {
+		return err
+	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: d.Kube.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	d.Recorder = broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: "captf-manager"})
 

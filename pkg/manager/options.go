@@ -19,7 +19,8 @@ type Options struct {
 	IdentityResync time.Duration
 	// Workers is the number of workers per queue.
 	Workers int
-	// QPS and Burst limit the manager's client towards the API server.
+	// QPS and Burst limit each of the manager's API clients (core and captf;
+	// events get half on a client of their own).
 	QPS   float64
 	Burst int
 
@@ -84,8 +85,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Every workload object is reconciled at least this often, so a rotated source Secret reaches every mirror within it (SPEC R2).")
 	fs.DurationVar(&o.IdentityResync, "identity-resync", o.IdentityResync, "How often each identity's source Secret is re-read (30s, or this if shorter, while not Ready) (SPEC S1).")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (one queue per kind).")
-	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained requests per second to the API server.")
-	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of requests to the API server.")
+	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained requests per second to the API server, for each of the manager's two API clients (core: Secrets, Jobs; captf: the four kinds). Events use half of it on a client of their own.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of requests to the API server, per API client like --kube-api-qps.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Run the controllers only while holding the leader Lease. The webhook serves in every replica.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader Lease. Empty: the manager's namespace in-cluster, else kube-system.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "Name of the leader Lease.")

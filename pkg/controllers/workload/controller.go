@@ -74,6 +74,8 @@ type Controller struct {
 	source *source.Reader
 	// conflicts records foreign Secrets in the way of a mirror (M7).
 	conflicts *conflicts.Tracker
+	// echoes suppresses the events of the manager's own mirror and Job writes.
+	echoes *echoes
 	recorder  record.EventRecorder
 	clock     clock.WithTicker
 	opts      Options
@@ -129,6 +131,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		},
 		source:    reader,
 		conflicts: tracker,
+		echoes:    newEchoes(),
 		recorder:  recorder,
 		clock:     clk,
 		opts:      opts,
@@ -311,24 +314,39 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 	}); err != nil {
 		return err
 	}
+	// Mirror and Job events reach their owners (M8), except the echo of the
+	// manager's own write.
 	ownersOf := func(obj interface{}) {
 		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
 			c.EnqueueOwners(m)
 		}
 	}
+	ownersOnAdd := func(obj interface{}) {
+		m := obj.(metav1.Object)
+		if !c.echoes.isEcho(cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetResourceVersion()) {
+			c.EnqueueOwners(m)
+		}
+	}
 	ownersOnChange := func(oldObj, newObj interface{}) {
 		o, n := oldObj.(metav1.Object), newObj.(metav1.Object)
-		if o.GetResourceVersion() == n.GetResourceVersion() {
+		if o.GetResourceVersion() == n.GetResourceVersion() ||
+			c.echoes.isEcho(cache.ObjectName{Namespace: n.GetNamespace(), Name: n.GetName()}, n.GetResourceVersion()) {
 			return
 		}
 		ownersOf(oldObj)
 		ownersOf(newObj)
 	}
+	ownersOnDelete := func(obj interface{}) {
+		if key, ok := loop.KeyOf(obj); ok {
+			c.echoes.forget(key)
+		}
+		ownersOf(obj)
+	}
 	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
 		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    ownersOf,
+			AddFunc:    ownersOnAdd,
 			UpdateFunc: ownersOnChange,
-			DeleteFunc: ownersOf,
+			DeleteFunc: ownersOnDelete,
 		}); err != nil {
 			return err
 		}

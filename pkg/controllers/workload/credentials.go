@@ -244,9 +244,10 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 			for _, u := range users {
 				obj.OwnerReferences, _, _ = credentials.EnsureOwnerReference(obj.OwnerReferences, u.ref)
 			}
-			_, err := secrets.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+			created, err := secrets.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 			switch {
 			case err == nil:
+				c.echoes.wrote(cache.ObjectName{Namespace: ns, Name: name}, created.ResourceVersion)
 				metrics.MirrorWrites.WithLabelValues(metrics.WriteCreated).Inc()
 				logger.V(2).Info("Created mirror", "mirror", klog.KRef(ns, name), "identity", identity, "owners", len(users))
 				c.normal(w, v1.EventMirrorCreated, "Created mirror Secret %s of TerraformClusterIdentity %s", name, identity)
@@ -254,7 +255,8 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 				return hash, nil
 			case apierrors.IsAlreadyExists(err):
 				// A Secret the informer cannot see (a foreign one, M7) or
-				// has not seen yet.
+				// has not seen yet (a concurrent writer won the create).
+				metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
 				if existing, err = c.freshMirror(ctx, ns, name); err != nil {
 					return hash, err
 				}
@@ -306,9 +308,10 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 		}
 		updated := credentials.ApplyDesired(existing, desired)
 		updated.OwnerReferences = refs
-		_, err := secrets.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+		stored, err := secrets.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
 		switch {
 		case err == nil:
+			c.echoes.wrote(cache.ObjectName{Namespace: ns, Name: name}, stored.ResourceVersion)
 			metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
 			logger.V(2).Info("Updated mirror", "mirror", klog.KRef(ns, name), "identity", identity, "changed", diff.String(), "owners", len(refs))
 			for _, u := range repaired {

@@ -42,6 +42,9 @@ type ManagerOptions struct {
 	WebhookCertDir string
 	// NoWait returns without waiting for /readyz.
 	NoWait bool
+	// Kubeconfig, when set, is used instead of the user's (e.g. one that
+	// points at a proxy in front of the API server).
+	Kubeconfig string
 }
 
 // StartManager runs bin/captf manager against the control plane and waits
@@ -90,6 +93,13 @@ func (e *Env) SharedManager(t testing.TB, o ManagerOptions) *Manager {
 	return e.shared
 }
 
+// StartManagerProcess starts `captf manager` with its log in dir and
+// waits for /readyz unless o.NoWait; the caller stops it. For programs such
+// as the benchmark; tests use StartManager or SharedManager.
+func (e *Env) StartManagerProcess(o ManagerOptions, dir string) (*Manager, error) {
+	return e.startManager(o, dir)
+}
+
 func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 	if e.CaptfBinary == "" {
 		return nil, fmt.Errorf("framework.Options.BuildCaptf is needed to start a manager")
@@ -106,8 +116,12 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 		LogPath:    filepath.Join(dir, "manager.log"),
 		done:       make(chan struct{}),
 	}
+	kubeconfig := o.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = e.CP.KubeconfigPath(user)
+	}
 	args := []string{"manager",
-		"--kubeconfig", e.CP.KubeconfigPath(user),
+		"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
 		"--leader-elect=false",
@@ -190,6 +204,9 @@ func (m *Manager) Stop(t testing.TB) {
 		t.Errorf("manager did not stop within 60s of SIGTERM; killed it")
 	}
 }
+
+// Terminate sends SIGTERM and waits up to 60s, then kills; false if it had to.
+func (m *Manager) Terminate() bool { return m.stop() }
 
 // stop sends SIGTERM and waits up to 60s, then kills; false if it had to.
 func (m *Manager) stop() bool {

@@ -1,0 +1,307 @@
+// Command bench measures captf against a real control plane (issue 6): it
+// starts etcd and kube-apiserver from bin/ (test/controlplane), installs the
+// CRDs, builds cmd/captf and runs `captf manager` as a subprocess with the
+// flags each scenario needs, builds the scenario with a fast client, and
+// prints a table of figures, each beside a same-run baseline where one
+// applies: a plain client-go loop, limited like the manager (--kube-api-qps,
+// --kube-api-burst, --workers goroutines), doing the writes the scenario
+// requires.
+//
+// Scenarios (run in this order; select with -scenarios):
+//
+//	fanout    one identity (selector: {}), -namespaces namespaces with one
+//	          TerraformCluster each: time until every namespace has its mirror
+//	          and every object CredentialsMirrored=True.
+//	rotation  the source Secret's data changes: time until every mirror carries
+//	          the new hash (p50, p95, max), once through the identity resync
+//	          (S4: --identity-resync short, --sync-period long) and once through
+//	          the workload resync (R2: the reverse), each with its own manager.
+//	memory    manager RSS before and after -unrelated-secrets 1 KiB Secrets in
+//	          -unrelated-namespaces namespaces that captf does not use.
+//	shared    -shared-objects clusters, machines and pools in -shared-namespaces
+//	          namespaces sharing -shared-identities identities: convergence time,
+//	          write conflicts, and every mirror's owner references exactly its
+//	          users.
+//	steady    one full --sync-period pass after convergence: the manager's API
+//	          requests by verb and resource, source reads, mirror writes (must
+//	          be 0).
+//
+// Durations are reported, never asserted. With -check (make bench-smoke, and
+// TestBenchSmoke) the program fails when a correctness check fails: an object
+// not mirrored, a lost or extra owner reference, a rotation that does not
+// complete, a mirror write in a steady pass or a restart.
+//
+//	go run ./test/bench                      # full run (make bench)
+//	go run ./test/bench -smoke -check        # the CI-sized run (make bench-smoke)
+//	go run ./test/bench -scenarios=fanout -namespaces=300 -json=out.json
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	mgr "github.com/captf/captf/pkg/manager"
+)
+
+// allScenarios in the order they run.
+var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady"}
+
+// Config are the benchmark's settings.
+type Config struct {
+	Scenarios []string
+
+	// Sizes.
+	Namespaces          int
+	UnrelatedSecrets    int
+	UnrelatedNamespaces int
+	UnrelatedSize       int
+	SharedObjects       int
+	SharedNamespaces    int
+	SharedIdentities    int
+
+	// The manager's client limits and workers (and the baseline's). Zero
+	// values mean the manager's defaults; the manager gets a flag only
+	// when one was set.
+	QPS                          float64
+	Burst                        int
+	Workers                      int
+	qpsSet, burstSet, workersSet bool
+	// S4Resync is --identity-resync of the S4 rotation run; R2SyncPeriod
+	// --sync-period of the R2 run; LongPeriod the period that must not
+	// fire in a run.
+	S4Resync, R2SyncPeriod, LongPeriod time.Duration
+	// SteadySyncPeriod is --sync-period of the steady run; 0 means long
+	// enough for the start-up pass and the measured pass to finish in it.
+	SteadySyncPeriod, MemorySettle time.Duration
+	// Quiet is how long the manager must make no request, with empty
+	// queues, to count as idle.
+	Quiet time.Duration
+	// Timeout bounds every wait for convergence (never asserted as a
+	// duration: only a convergence that never comes fails).
+	Timeout time.Duration
+	// CreateWorkers is the fast client's concurrency.
+	CreateWorkers int
+
+	Check       bool
+	JSON        string
+	Keep        bool
+	WorkDir     string
+	Root        string
+	ManagerArgs []string
+}
+
+// defaultConfig is the full run of `make bench`.
+func defaultConfig() *Config {
+	d := mgr.NewOptions()
+	return &Config{
+		Scenarios:           allScenarios,
+		Namespaces:          1000,
+		UnrelatedSecrets:    10000,
+		UnrelatedNamespaces: 100,
+		UnrelatedSize:       1024,
+		SharedObjects:       2000,
+		SharedNamespaces:    100,
+		SharedIdentities:    10,
+		QPS:                 d.QPS,
+		Burst:               d.Burst,
+		Workers:             d.Workers,
+		S4Resync:            10 * time.Second,
+		R2SyncPeriod:        30 * time.Second,
+		LongPeriod:          time.Hour,
+		MemorySettle:        20 * time.Second,
+		Quiet:               3 * time.Second,
+		Timeout:             15 * time.Minute,
+		CreateWorkers:       32,
+	}
+}
+
+// smokeConfig is the CI-sized run (make bench-smoke, TestBenchSmoke): the
+// same scenarios at sizes that fit a few minutes, with the checks on.
+func smokeConfig() *Config {
+	c := defaultConfig()
+	c.Namespaces = 100
+	c.UnrelatedSecrets = 1000
+	c.UnrelatedNamespaces = 10
+	c.SharedObjects = 200
+	c.SharedNamespaces = 20
+	c.SharedIdentities = 10
+	c.S4Resync = 5 * time.Second
+	c.R2SyncPeriod = 5 * time.Second
+	c.SteadySyncPeriod = 15 * time.Second
+	c.MemorySettle = 3 * time.Second
+	c.Quiet = 2 * time.Second
+	c.Timeout = 5 * time.Minute
+	c.Check = true
+	return c
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, cfg, os.Stderr)
+	if res != nil {
+		res.print(os.Stdout)
+		if cfg.JSON != "" {
+			if werr := res.writeJSON(cfg.JSON); werr != nil {
+				fmt.Fprintln(os.Stderr, "bench: writing JSON:", werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	if cfg.Check && len(res.Failures) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %d correctness check(s) failed\n", len(res.Failures))
+		os.Exit(1)
+	}
+}
+
+// stringList is a comma-separated flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	*s = nil
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*s = append(*s, p)
+		}
+	}
+	return nil
+}
+
+// argList is a repeatable flag.
+type argList []string
+
+func (s *argList) String() string     { return strings.Join(*s, " ") }
+func (s *argList) Set(v string) error { *s = append(*s, v); return nil }
+
+func parseFlags(args []string, stderr io.Writer) (*Config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := defaultConfig()
+	smoke := fs.Bool("smoke", false, "CI-sized run: 100 namespaces, 1,000 unrelated Secrets, 200 shared objects in 20 namespaces, short periods, -check (size flags still override)")
+	scenarios := stringList(c.Scenarios)
+	fs.Var(&scenarios, "scenarios", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
+	fs.IntVar(&c.Namespaces, "namespaces", c.Namespaces, "fan-out/rotation/steady: namespaces, one TerraformCluster each")
+	fs.IntVar(&c.UnrelatedSecrets, "unrelated-secrets", c.UnrelatedSecrets, "memory: unrelated Secrets added")
+	fs.IntVar(&c.UnrelatedNamespaces, "unrelated-namespaces", c.UnrelatedNamespaces, "memory: namespaces they are spread over")
+	fs.IntVar(&c.UnrelatedSize, "unrelated-size", c.UnrelatedSize, "memory: bytes of data per unrelated Secret")
+	fs.IntVar(&c.SharedObjects, "shared-objects", c.SharedObjects, "shared: clusters, machines and pools")
+	fs.IntVar(&c.SharedNamespaces, "shared-namespaces", c.SharedNamespaces, "shared: namespaces")
+	fs.IntVar(&c.SharedIdentities, "shared-identities", c.SharedIdentities, "shared: identities")
+	fs.Float64Var(&c.QPS, "qps", c.QPS, "the manager's --kube-api-qps, and the baseline's (default: the manager's default)")
+	fs.IntVar(&c.Burst, "burst", c.Burst, "the manager's --kube-api-burst, and the baseline's (default: the manager's default)")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "the manager's --workers, and the baseline's concurrency (default: the manager's default)")
+	fs.DurationVar(&c.S4Resync, "s4-identity-resync", c.S4Resync, "rotation S4: the manager's --identity-resync (its --sync-period is -long-period)")
+	fs.DurationVar(&c.R2SyncPeriod, "r2-sync-period", c.R2SyncPeriod, "rotation R2: the manager's --sync-period (its --identity-resync is -long-period); must exceed one resync pass (objects / qps)")
+	fs.DurationVar(&c.LongPeriod, "long-period", c.LongPeriod, "the period that must not fire: --sync-period of the S4 run, --identity-resync of the R2 and steady runs")
+	fs.DurationVar(&c.SteadySyncPeriod, "steady-sync-period", 0, "steady: --sync-period of the measured pass; 0: max(30s, 2.5 x objects / qps), so the start-up pass and the measured pass each fit in one period")
+	fs.DurationVar(&c.MemorySettle, "memory-settle", c.MemorySettle, "memory: wait after adding the Secrets before sampling RSS")
+	fs.DurationVar(&c.Quiet, "quiet", c.Quiet, "the manager counts as idle after this long with empty queues and no request")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on every wait for convergence (a convergence that does not come fails the run)")
+	fs.IntVar(&c.CreateWorkers, "create-workers", c.CreateWorkers, "concurrency of the fast client that builds scenarios")
+	fs.BoolVar(&c.Check, "check", c.Check, "exit non-zero when a correctness check fails")
+	fs.StringVar(&c.JSON, "json", "", "also write the results as JSON to this file ('-' for stdout)")
+	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (control plane data and logs, manager logs)")
+	fs.StringVar(&c.WorkDir, "workdir", "", "parent of the work directory (default: the system's temporary directory)")
+	fs.StringVar(&c.Root, "root", "", "repository root (default: found from the working directory)")
+	var extra argList
+	fs.Var(&extra, "manager-arg", "extra flag for every manager run (repeatable), e.g. -manager-arg=--v=2")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments %q\n", fs.Args())
+		return nil, errors.New("unexpected arguments")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *smoke {
+		s := smokeConfig()
+		// Flags given explicitly win over the smoke sizes.
+		apply := func(name string, dst, src any) {
+			if set[name] {
+				return
+			}
+			switch d := dst.(type) {
+			case *int:
+				*d = *src.(*int)
+			case *time.Duration:
+				*d = *src.(*time.Duration)
+			case *bool:
+				*d = *src.(*bool)
+			}
+		}
+		apply("namespaces", &c.Namespaces, &s.Namespaces)
+		apply("unrelated-secrets", &c.UnrelatedSecrets, &s.UnrelatedSecrets)
+		apply("unrelated-namespaces", &c.UnrelatedNamespaces, &s.UnrelatedNamespaces)
+		apply("shared-objects", &c.SharedObjects, &s.SharedObjects)
+		apply("shared-namespaces", &c.SharedNamespaces, &s.SharedNamespaces)
+		apply("shared-identities", &c.SharedIdentities, &s.SharedIdentities)
+		apply("s4-identity-resync", &c.S4Resync, &s.S4Resync)
+		apply("r2-sync-period", &c.R2SyncPeriod, &s.R2SyncPeriod)
+		apply("steady-sync-period", &c.SteadySyncPeriod, &s.SteadySyncPeriod)
+		apply("memory-settle", &c.MemorySettle, &s.MemorySettle)
+		apply("quiet", &c.Quiet, &s.Quiet)
+		apply("timeout", &c.Timeout, &s.Timeout)
+		apply("check", &c.Check, &s.Check)
+	}
+	c.qpsSet, c.burstSet, c.workersSet = set["qps"], set["burst"], set["workers"]
+	c.Scenarios = scenarios
+	c.ManagerArgs = extra
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	for _, s := range c.Scenarios {
+		if !contains(allScenarios, s) {
+			errs = append(errs, fmt.Errorf("unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ",")))
+		}
+	}
+	if c.Namespaces < 1 || c.SharedNamespaces < 1 || c.SharedIdentities < 1 || c.UnrelatedNamespaces < 1 {
+		errs = append(errs, errors.New("-namespaces, -shared-namespaces, -shared-identities and -unrelated-namespaces must be at least 1"))
+	}
+	if c.SharedObjects < c.SharedNamespaces {
+		errs = append(errs, errors.New("-shared-objects must be at least -shared-namespaces"))
+	}
+	if c.QPS <= 0 || c.Burst < 1 || c.Workers < 1 || c.CreateWorkers < 1 {
+		errs = append(errs, errors.New("-qps, -burst, -workers and -create-workers must be positive"))
+	}
+	if c.S4Resync <= 0 || c.R2SyncPeriod <= 0 || c.SteadySyncPeriod < 0 || c.LongPeriod <= c.S4Resync || c.LongPeriod <= c.R2SyncPeriod {
+		errs = append(errs, errors.New("periods must be positive and -long-period longer than the others"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) has(s string) bool { return contains(c.Scenarios, s) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

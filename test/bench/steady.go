@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// workloadQueues are the workqueue names of the workload controller.
+var workloadQueues = []string{"terraformcluster", "terraformmachine", "terraformmachinepool"}
+
+func workloadAdds(m metrics) float64 {
+	var n float64
+	for _, q := range workloadQueues {
+		n += m.get("workqueue_adds_total", "name", q)
+	}
+	return n
+}
+
+// steady measures one full --sync-period pass over converged objects: the
+// manager's API requests by verb and resource, source reads, and mirror
+// writes (M6: an unchanged pass makes no write). The manager runs with
+// --sync-period=-steady-sync-period and a long --identity-resync, so the
+// pass is the workload resync alone; the pass is the work between the
+// resync tick (the workload queues' adds jump) and the next idle moment.
+func (b *bench) steady(ctx context.Context) error {
+	const sc = "steady"
+	p := b.cfg.SteadySyncPeriod
+	if p == 0 {
+		// A pass costs about one request per object at most: 2.5 passes'
+		// worth of time leaves the start-up pass and the measured one each
+		// room to finish within a period.
+		c, m, pl := b.t.objects()
+		p = max(30*time.Second, time.Duration(2.5*float64(c+m+pl)/b.cfg.QPS*float64(time.Second)).Round(time.Second))
+	}
+	if err := b.managerRun(ctx, sc, "steady", "--sync-period="+p.String(), "--identity-resync="+b.cfg.LongPeriod.String()); err != nil {
+		return err
+	}
+	before, _, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return err
+	}
+	adds0 := workloadAdds(before)
+	fmt.Fprintf(b.log, "waiting for the resync tick (--sync-period=%s)\n", p)
+	tick, err := waitFor(ctx, "resync tick", p+b.cfg.Timeout, 250*time.Millisecond, func() (bool, string) {
+		m, err := b.e.mgr.metrics(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return workloadAdds(m) > adds0, "no resync yet"
+	})
+	if err != nil {
+		return err
+	}
+	after, lastActive, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return err
+	}
+	d := diff(before, after)
+
+	c, m, pl := b.t.objects()
+	objects := float64(c + m + pl)
+	identities := map[string]bool{}
+	for _, kind := range []string{kindCluster, kindMachine, kindPool} {
+		for _, key := range b.storeKeys(kind) {
+			ns, name, _ := strings.Cut(key, "/")
+			if s := b.t.status(kind, ns, name); s != nil && s.Identity != "" {
+				identities[s.Identity] = true
+			}
+		}
+	}
+	adds := workloadAdds(d)
+	pass := lastActive.Sub(tick)
+	fmt.Fprintf(b.log, "resync pass over %.0f objects took about %s\n", objects, pass.Round(time.Millisecond))
+
+	r := b.res
+	reads := d.sum("captf_source_reads_total", nil)
+	reqs := d.requestCounts()
+	var statusWrites, total float64
+	for k, v := range reqs {
+		total += v
+		if strings.HasPrefix(k, "update ") && strings.HasSuffix(k, "/status") {
+			statusWrites += v
+		}
+	}
+	r.add(sc, fmt.Sprintf("one --sync-period=%s pass over %.0f objects (%d clusters, %d machines, %d pools) using %d identities: objects reconciled", p, objects, c, m, pl, len(identities)), adds, unitCount).vs(objects)
+	r.add(sc, "pass duration (resync tick -> idle)", pass.Seconds(), unitSeconds)
+	r.add(sc, "source GETs in the pass (baseline: one per object)", reads, unitCount).vs(objects)
+	r.add(sc, "source GETs per object", reads/objects, unitPer)
+	r.add(sc, "manager API requests in the pass", total, unitCount).vs(objects)
+	r.add(sc, "mirror writes in the pass (must be 0)", d.mirrorWrites(), unitCount)
+	r.add(sc, "status writes in the pass", statusWrites, unitCount)
+	r.requests(sc, fmt.Sprintf("one resync pass over %.0f objects", objects), d)
+	if w := d.mirrorWrites(); w > 0 {
+		r.fail("steady: %v mirror writes in a resync pass over converged objects (%s); M6 says an unchanged pass makes no write", w, formatCounts(d.writes()))
+	}
+	if statusWrites > 0 {
+		r.note("steady: %v status writes in a resync pass over converged objects", statusWrites)
+	}
+	if n := float64(len(identities)); n > 0 && n < objects/2 && reads >= 0.9*objects {
+		r.note("steady: %.0f source GETs for %.0f objects sharing %d identities: concurrent reconciles of objects that share an identity did not share reads (SPEC 13: fewer than one per object)", reads, objects, len(identities))
+	}
+	if reads > objects {
+		r.note("steady: %.0f source GETs for %.0f objects: more than one per object per pass", reads, objects)
+	}
+	if adds < objects {
+		r.note("steady: only %.0f of %.0f objects were enqueued by the measured resync", adds, objects)
+	}
+	if adds > 1.5*objects || pass > p {
+		r.note("steady: the measured window may hold more than one pass (%.0f adds for %.0f objects, %s for a %s period)", adds, objects, pass.Round(time.Millisecond), p)
+	}
+	if other := total - d.sum("captf_api_requests_total", map[string]string{"verb": "get", "resource": "secrets"}); other > statusWrites {
+		r.note("steady: %v API requests in the pass besides secret GETs and status writes: %s", other-statusWrites, formatCounts(reqs))
+	}
+	return nil
+}
+
+// storeKeys lists the tracker's cached keys of a kind.
+func (b *bench) storeKeys(kind string) []string {
+	switch kind {
+	case kindCluster:
+		return b.t.clusters.GetStore().ListKeys()
+	case kindMachine:
+		return b.t.machines.GetStore().ListKeys()
+	case kindPool:
+		return b.t.pools.GetStore().ListKeys()
+	}
+	return nil
+}
