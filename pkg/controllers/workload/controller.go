@@ -75,10 +75,10 @@ type Controller struct {
 	// conflicts records foreign Secrets in the way of a mirror (M7).
 	conflicts *conflicts.Tracker
 	// echoes suppresses the events of the manager's own mirror and Job writes.
-	echoes *echoes
-	recorder  record.EventRecorder
-	clock     clock.WithTicker
-	opts      Options
+	echoes   *echoes
+	recorder record.EventRecorder
+	clock    clock.WithTicker
+	opts     Options
 }
 
 // NewController builds the controller and registers its event handlers and
