@@ -251,3 +251,24 @@ func TestUnresolvableIdentities(t *testing.T) {
 		t.Fatalf("I2: no Job may start, found %d", len(j.Items))
 	}
 }
+
+// TestSecretRefSwitch checks R4 and I4: pointing the identity at another
+// Secret is a change to the identity, so its users rewrite their mirrors
+// from the new source at once.
+func TestSecretRefSwitch(t *testing.T) {
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	f.Cluster(ns, "demo", id)
+	f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
+
+	other := map[string]string{"GOOGLE_CREDENTIALS": secretValue + "-gcp"}
+	otherRef := f.Source(other)
+	f.EditIdentity(id, func(i *v1.TerraformClusterIdentity) { i.Spec.SecretRef = otherRef })
+	m := f.WaitMirror(ns, id, "from the new source", func(m *corev1.Secret) bool {
+		return m.Annotations[v1.AnnotationSourceHash] == framework.HashOf(other)
+	})
+	if _, ok := m.Data["AWS_ACCESS_KEY_ID"]; ok || len(m.Data) != 1 {
+		t.Fatalf("R4: the mirror must hold exactly the new source's data, has %d keys", len(m.Data))
+	}
+}
