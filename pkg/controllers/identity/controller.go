@@ -109,9 +109,12 @@ type Controller struct {
 	conflicts *conflicts.Tracker
 	// enqueueOwners enqueues a stale mirror's users (S4).
 	enqueueOwners func(metav1.Object)
-	recorder      record.EventRecorder
-	clock         clock.Clock
-	opts          Options
+	// written holds the status last written per identity (S3 against what
+	// is stored, not only the cache).
+	written  *loop.Written[v1.TerraformClusterIdentityStatus]
+	recorder record.EventRecorder
+	clock    clock.Clock
+	opts     Options
 
 	// staleSince records, per identity and namespace, when a mirror was
 	// first seen stale: captf_mirror_staleness_seconds.
@@ -147,6 +150,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		source:        reader,
 		conflicts:     tracker,
 		enqueueOwners: enqueueOwners,
+		written:       loop.NewWritten[v1.TerraformClusterIdentityStatus](),
 		recorder:      recorder,
 		clock:         clk,
 		opts:          opts,
@@ -166,7 +170,12 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 				enqueue(newObj)
 			}
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj interface{}) {
+			if id, ok := loop.Unwrap(obj).(*v1.TerraformClusterIdentity); ok {
+				c.written.Forget(id.UID)
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -356,10 +365,12 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	c.emitEvents(identity, before)
-	if !equality.Semantic.DeepEqual(before, &identity.Status) {
-		if _, err := c.captf.InfrastructureV1alpha1().TerraformClusterIdentities().UpdateStatus(ctx, identity, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+	if c.written.NeedsWrite(identity.UID, *before, identity.Status) {
+		stored, err := c.captf.InfrastructureV1alpha1().TerraformClusterIdentities().UpdateStatus(ctx, identity, metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
 			return fmt.Errorf("updating status: %w", err)
 		}
+		c.written.Record(identity.UID, *stored.Status.DeepCopy())
 	}
 	// S1: re-read periodically; sooner while not Ready (for any reason).
 	next := c.opts.Resync

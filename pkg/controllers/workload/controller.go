@@ -75,7 +75,9 @@ type Controller struct {
 	// conflicts records foreign Secrets in the way of a mirror (M7).
 	conflicts *conflicts.Tracker
 	// echoes suppresses the events of the manager's own mirror and Job writes.
-	echoes   *echoes
+	echoes *echoes
+	// written holds the status last written per object.
+	written  *loop.Written[v1.WorkloadStatus]
 	recorder record.EventRecorder
 	clock    clock.WithTicker
 	opts     Options
@@ -132,6 +134,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		source:    reader,
 		conflicts: tracker,
 		echoes:    newEchoes(),
+		written:   loop.NewWritten[v1.WorkloadStatus](),
 		recorder:  recorder,
 		clock:     clk,
 		opts:      opts,
@@ -264,7 +267,12 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 					c.enqueueObject(newObj)
 				}
 			},
-			DeleteFunc: c.enqueueObject,
+			DeleteFunc: func(obj interface{}) {
+				if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
+					c.written.Forget(m.GetUID())
+				}
+				c.enqueueObject(obj)
+			},
 		}); err != nil {
 			return err
 		}

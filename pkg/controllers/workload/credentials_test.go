@@ -779,3 +779,31 @@ func TestSyncMirrorCreateRetriesAreBounded(t *testing.T) {
 
 	require.LessOrEqual(t, creates, maxWriteAttempts)
 }
+
+// Section 10: conditions follow the stored state even when the cache lags
+// the manager's own last status write (found by the API server restart
+// fault): a pass that fails the source read writes IdentityCheckFailed; the
+// retry, before the cache has seen that write, computes the status the cache
+// still shows and must write it, not skip it as unchanged.
+func TestSyncStatusJudgedAgainstLastWriteNotOnlyCache(t *testing.T) {
+	f := newFixture(t)
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
+	require.NoError(t, f.sync(KindCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+	f.catchUp() // the cache holds the converged status
+
+	failures := 1
+	f.prependKubeReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == sourceName && failures > 0 {
+			failures--
+			return true, nil, apierrors.NewForbidden(corev1.Resource("secrets"), sourceName, fmt.Errorf("permission cache warming up"))
+		}
+		return false, nil, nil
+	})
+	require.Error(t, f.sync(KindCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1.ReasonIdentityCheckFailed)
+
+	// No catchUp: the cache still shows the converged status.
+	require.NoError(t, f.sync(KindCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+}

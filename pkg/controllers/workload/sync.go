@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -25,7 +24,8 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	w, err := k.get(key)
 	if apierrors.IsNotFound(err) {
 		// Gone: the garbage collector removes its Jobs, and a mirror whose
-		// every owner is gone.
+		// every owner is gone. (Its status record is dropped by the delete
+		// handler.)
 		return nil
 	}
 	if err != nil {
@@ -59,13 +59,14 @@ func (c *Controller) syncNormal(ctx context.Context, k *kind, w *workload) error
 // writeStatus writes w's status when it differs from before (no write on
 // an unchanged pass) and returns the object as stored.
 func (c *Controller) writeStatus(ctx context.Context, k *kind, w *workload, before *v1.WorkloadStatus) (*workload, error) {
-	if equality.Semantic.DeepEqual(before, w.status) {
+	if !c.written.NeedsWrite(w.obj.GetUID(), *before, *w.status) {
 		return w, nil
 	}
 	stored, err := k.updateStatus(ctx, w)
 	if err != nil {
 		return w, fmt.Errorf("updating status: %w", err)
 	}
+	c.written.Record(w.obj.GetUID(), *stored.status.DeepCopy())
 	return stored, nil
 }
 

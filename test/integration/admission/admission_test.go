@@ -22,10 +22,11 @@ import (
 )
 
 type fixture struct {
-	t   *testing.T
-	e   *framework.Env
-	ctx context.Context
-	m   *framework.Manager
+	t       *testing.T
+	e       *framework.Env
+	ctx     context.Context
+	m       *framework.Manager
+	certDir string
 }
 
 // setup runs a manager with the webhook on a free port, and installs the
@@ -51,7 +52,7 @@ func setup(t *testing.T) *fixture {
 	t.Cleanup(func() {
 		_ = e.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
 	})
-	return &fixture{t: t, e: e, ctx: ctx, m: m}
+	return &fixture{t: t, e: e, ctx: ctx, m: m, certDir: dir}
 }
 
 // grantIdentities lets user create, update and delete identities, and
@@ -288,7 +289,7 @@ func TestDeleteInUse(t *testing.T) {
 
 // TestFailClosed covers A4/A5's failurePolicy: with the manager stopped,
 // identity create, update and delete are refused; workload kinds do not
-// depend on the webhook.
+// depend on the webhook; once a manager serves the webhook again, they work.
 func TestFailClosed(t *testing.T) {
 	f := setup(t)
 	ns := f.e.CreateNamespace(t, "creds", nil)
@@ -317,6 +318,17 @@ func TestFailClosed(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: name}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("workload kinds must not depend on the webhook: %v", err)
 	}
+
+	// The webhook back on the same address: requests work again.
+	f.e.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Webhook: true, WebhookPort: f.m.WebhookPort, WebhookCertDir: f.certDir})
+	fresh := framework.Name("id")
+	if _, err := ids.Create(f.ctx, newIdentity(fresh, ref, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("with the webhook healthy again, create must work: %v", err)
+	}
+	if err := ids.Delete(f.ctx, fresh, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("with the webhook healthy again, deleting an unused identity must work: %v", err)
+	}
+	requireRefused(t, ids.Delete(f.ctx, name, metav1.DeleteOptions{}), "TerraformCluster "+tenant+"/c")
 }
 
 func requireFailedClosed(t *testing.T, err error) {

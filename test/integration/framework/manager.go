@@ -36,9 +36,10 @@ type ManagerOptions struct {
 	User string
 	// Args are extra flags.
 	Args []string
-	// Webhook enables the webhook server on a free port with the certificate in
-	// WebhookCertDir.
+	// Webhook enables the webhook server on WebhookPort (a free port when 0)
+	// with the certificate in WebhookCertDir.
 	Webhook        bool
+	WebhookPort    int
 	WebhookCertDir string
 	// NoWait returns without waiting for /readyz.
 	NoWait bool
@@ -129,7 +130,10 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 		"--v=2",
 	}
 	if o.Webhook {
-		m.WebhookPort, _ = controlplane.FreePort()
+		m.WebhookPort = o.WebhookPort
+		if m.WebhookPort == 0 {
+			m.WebhookPort, _ = controlplane.FreePort()
+		}
 		args = append(args, "--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(m.WebhookPort), "--webhook-cert-dir="+o.WebhookCertDir)
 	} else {
 		args = append(args, "--webhook-port=0")
