@@ -68,3 +68,17 @@ bench: control-plane ## Full benchmark: 1,000 namespaces, 10,000 unrelated Secre
 .PHONY: bench-smoke
 bench-smoke: control-plane ## CI-sized benchmark: fails on incorrectness, never on a duration.
 	$(GO) run ./test/bench -smoke $(BENCH_ARGS)
+
+# Fault injection (issue 7, docs/reliability.md). make test runs the short
+# variant of every fault package; this runs them at full size.
+.PHONY: test-faults
+test-faults: control-plane ## Fault suites at full size: restarts, kills, failover, conflict storm, flaky API, namespace deletion, bad input.
+	CAPTF_FAULTS_FULL=1 $(GO) test -count=1 -v -timeout 60m ./test/faults/...
+
+# Soak (not in CI): random rotations, revocations, re-allowances, creations
+# and deletions over 50 namespaces, invariants every minute, RSS and
+# goroutines over time.
+SOAK_DURATION ?= 30m
+.PHONY: soak
+soak: control-plane ## Soak for SOAK_DURATION (default 30m): invariants every minute, RSS/goroutine table.
+	CAPTF_SOAK=1 $(GO) test -count=1 -v -timeout 3h ./test/soak -run TestSoak -args -duration=$(SOAK_DURATION)

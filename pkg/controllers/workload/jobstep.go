@@ -276,19 +276,42 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAc
 	case apierrors.IsAlreadyExists(err):
 		created = job
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-		reason := v1.ReasonApplyFailed
 		if action == v1.JobActionDestroy {
-			reason = v1.ReasonDestroyFailed
+			c.destroyImpossible(w, c.clock.Now())
+		} else {
+			setCondition(w, c.clock.Now(), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonApplyFailed,
+				"namespace %s is terminating: no apply Job can be created in it", w.obj.GetNamespace())
 		}
-		setCondition(w, c.clock.Now(), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
-			"namespace %s is terminating: no %s Job can be created in it; set annotation %s=%s to release the object without a destroy",
-			w.obj.GetNamespace(), action, v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("creating %s Job %s: %w", action, job.Name, err)
 	}
 	w.status.LastJob = &v1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
 	return created, nil
+}
+
+// namespaceTerminating reports whether namespace is being deleted.
+func (c *Controller) namespaceTerminating(namespace string) bool {
+	n, err := c.namespaces.Get(namespace)
+	return err == nil && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating)
+}
+
+// destroyImpossible reports a deletion in a terminating namespace whose
+// destroy Job cannot be created. When the object's last Job was a destroy
+// that the namespace's deletion has taken with it, its outcome is unknown:
+// the message says so rather than guess.
+func (c *Controller) destroyImpossible(w *workload, now time.Time) {
+	ns, uid := w.obj.GetNamespace(), w.obj.GetUID()
+	if last := w.status.LastJob; last != nil && last.Action == v1.JobActionDestroy {
+		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed,
+			"namespace %s is terminating and took destroy Job %s with it, so its outcome is unknown and no new destroy Job can be created here; "+
+				"if it succeeded (see the provider), set annotation %s=%s to release the object",
+			ns, last.Name, v1.AnnotationAbandonInfrastructure, uid)
+		return
+	}
+	setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed,
+		"namespace %s is terminating: no destroy Job can be created in it; set annotation %s=%s to release the object without a destroy (its infrastructure is left as it is)",
+		ns, v1.AnnotationAbandonInfrastructure, uid)
 }
 
 // syncDeleting runs the deletion flow of an object with the finalizer (J8):
@@ -352,6 +375,12 @@ func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) err
 		if err != nil {
 			_ = finish()
 			return err
+		}
+		if !creds.ready && c.namespaceTerminating(w.obj.GetNamespace()) {
+			// Nothing can be created in a terminating namespace: no mirror,
+			// no destroy Job. Only the operator can release the object.
+			c.destroyImpossible(w, now)
+			return finish()
 		}
 		if !creds.ready {
 			// V2: the finalizer stays; allowing the namespace again or the
