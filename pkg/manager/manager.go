@@ -122,14 +122,9 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 	}
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
 	clusters, machines, pools := captf.TerraformClusters(), captf.TerraformMachines(), captf.TerraformMachinePools()
-	if err := index.AddWorkloadIndexers(clusters.Informer(), machines.Informer(), pools.Informer()); err != nil {
+	resolver, err := index.NewResolver(clusters, machines, pools)
+	if err != nil {
 		return nil, err
-	}
-	resolver := &index.Resolver{
-		Clusters:       clusters.Lister(),
-		ClusterIndexer: clusters.Informer().GetIndexer(),
-		MachineIndexer: machines.Informer().GetIndexer(),
-		PoolIndexer:    pools.Informer().GetIndexer(),
 	}
 	mirrors := d.MirrorInformers.Core().V1().Secrets().Informer()
 	if err := index.AddMirrorIndexers(mirrors); err != nil {

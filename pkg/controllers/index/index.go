@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
+	informers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
 	listers "github.com/captf/captf/pkg/generated/listers/infrastructure/v1alpha1"
 )
 
@@ -173,6 +174,20 @@ type Resolver struct {
 	ClusterIndexer cache.Indexer
 	MachineIndexer cache.Indexer
 	PoolIndexer    cache.Indexer
+}
+
+// NewResolver adds the workload indexes to the three informers (once) and
+// returns a Resolver reading them.
+func NewResolver(clusters informers.TerraformClusterInformer, machines informers.TerraformMachineInformer, pools informers.TerraformMachinePoolInformer) (*Resolver, error) {
+	if err := AddWorkloadIndexers(clusters.Informer(), machines.Informer(), pools.Informer()); err != nil {
+		return nil, err
+	}
+	return &Resolver{
+		Clusters:       clusters.Lister(),
+		ClusterIndexer: clusters.Informer().GetIndexer(),
+		MachineIndexer: machines.Informer().GetIndexer(),
+		PoolIndexer:    pools.Informer().GetIndexer(),
+	}, nil
 }
 
 // ClusterOf returns the TerraformCluster a member with the given

@@ -93,7 +93,8 @@ func NewController(ctx context.Context, kube kubernetes.Interface, captf version
 func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, clk clock.WithTicker, opts Options) (*Controller, error) {
 	metrics.Register()
-	if err := index.AddWorkloadIndexers(inf.Clusters.Informer(), inf.Machines.Informer(), inf.Pools.Informer()); err != nil {
+	resolver, err := index.NewResolver(inf.Clusters, inf.Machines, inf.Pools)
+	if err != nil {
 		return nil, err
 	}
 	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
@@ -115,12 +116,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 			KindMachine:     loop.NewQueue("terraformmachine"),
 			KindMachinePool: loop.NewQueue("terraformmachinepool"),
 		},
-		resolver: &index.Resolver{
-			Clusters:       inf.Clusters.Lister(),
-			ClusterIndexer: inf.Clusters.Informer().GetIndexer(),
-			MachineIndexer: inf.Machines.Informer().GetIndexer(),
-			PoolIndexer:    inf.Pools.Informer().GetIndexer(),
-		},
+		resolver:      resolver,
 		identities:    inf.Identities.Lister(),
 		namespaces:    inf.Namespaces.Lister(),
 		mirrors:       inf.Mirrors.Lister(),
