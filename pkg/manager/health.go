@@ -15,13 +15,12 @@ import (
 type health struct {
 	informersSynced atomic.Bool
 
-	mu        sync.Mutex
-	liveness  map[string]func() error
-	readiness map[string]func() error
+	mu       sync.Mutex
+	liveness map[string]func() error
 }
 
 func newHealth() *health {
-	return &health{liveness: map[string]func() error{}, readiness: map[string]func() error{}}
+	return &health{liveness: map[string]func() error{}}
 }
 
 // addLiveness adds a check to /healthz (and so to /readyz).
@@ -29,13 +28,6 @@ func (h *health) addLiveness(name string, check func() error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.liveness[name] = check
-}
-
-// addReadiness adds a check to /readyz only.
-func (h *health) addReadiness(name string, check func() error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.readiness[name] = check
 }
 
 func (h *health) handler() http.Handler {
@@ -65,9 +57,6 @@ func (h *health) checks(ready bool) map[string]func() error {
 		out[n] = c
 	}
 	if ready {
-		for n, c := range h.readiness {
-			out[n] = c
-		}
 		out["informers"] = func() error {
 			if !h.informersSynced.Load() {
 				return fmt.Errorf("informer caches have not synced yet")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -106,6 +105,3 @@ func (c *Controller) setFinalizer(ctx context.Context, k *kind, w *workload, pre
 	*stored.status = *status
 	return stored, nil
 }
-
-// metaNow is the clock's now as a metav1.Time.
-func (c *Controller) metaNow() metav1.Time { return metav1.NewTime(c.clock.Now()) }
