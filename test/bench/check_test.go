@@ -13,38 +13,6 @@ import (
 	"github.com/captf/captf/pkg/credentials"
 )
 
-func TestParseMetrics(t *testing.T) {
-	m, err := parseMetrics(`# HELP captf_api_requests_total x
-# TYPE captf_api_requests_total counter
-captf_api_requests_total{resource="secrets",verb="get"} 12
-captf_api_requests_total{resource="terraformclusters/status",verb="update"} 3
-captf_mirror_writes_total{result="created"} 5
-workqueue_depth{name="terraformcluster"} 0
-weird{a="x\"y",b="1\\2"} 1e+06
-go_goroutines 42
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := m.get("captf_api_requests_total", "verb", "get"); got != 12 {
-		t.Errorf("get requests = %v", got)
-	}
-	if got := m.sum("captf_api_requests_total", nil); got != 15 {
-		t.Errorf("all requests = %v", got)
-	}
-	if got := m.sum("weird", map[string]string{"a": `x"y`, "b": `1\2`}); got != 1e6 {
-		t.Errorf("escaped labels: %v", got)
-	}
-	if got := m.sum("go_goroutines", nil); got != 42 {
-		t.Errorf("no labels: %v", got)
-	}
-	before, _ := parseMetrics(`captf_api_requests_total{resource="secrets",verb="get"} 2` + "\n")
-	d := diff(before, m)
-	if got := formatCounts(d.requestCounts()); got != "get secrets=10, update terraformclusters/status=3" {
-		t.Errorf("diff = %s", got)
-	}
-}
-
 // The plan's expected identities agree with the engine's resolution
 // functions (I1-I3), and it exercises every path.
 func TestSharedPlan(t *testing.T) {

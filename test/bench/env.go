@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,7 +18,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	mgr "github.com/captf/captf/pkg/manager"
 	"github.com/captf/captf/test/controlplane"
+	"github.com/captf/captf/test/integration/framework"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // env is the benchmark's cluster: a real etcd + kube-apiserver, the CRDs,
@@ -35,6 +37,9 @@ type env struct {
 	captf versioned.Interface
 	// bin is the captf binary.
 	bin string
+	// fw starts managers: the integration framework's Env on this
+	// control plane and binary.
+	fw *framework.Env
 	// mgr is the running manager, if any.
 	mgr *manager
 	// managerRuns counts started managers (log file names).
@@ -93,6 +98,7 @@ func startEnv(ctx context.Context, cfg *Config, log io.Writer) (_ *env, err erro
 	if err := <-build; err != nil {
 		return nil, err
 	}
+	e.fw = &framework.Env{CP: e.cp, Root: cfg.Root, Admin: e.rest, Kube: e.kube, Captf: e.captf, CaptfBinary: e.bin}
 	fmt.Fprintf(log, "control plane ready at %s, captf built, in %s (work directory %s)\n", e.cp.URL, time.Since(start).Round(time.Millisecond), e.dir)
 	return e, nil
 }
@@ -101,7 +107,7 @@ func startEnv(ctx context.Context, cfg *Config, log io.Writer) (_ *env, err erro
 // removed unless keep.
 func (e *env) stop(keep bool) {
 	if e.mgr != nil {
-		e.mgr.stop()
+		e.mgr.Terminate()
 		e.mgr = nil
 	}
 	if e.cp != nil {
@@ -121,91 +127,58 @@ func (e *env) baselineClient() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// manager is a `captf manager` subprocess.
+// manager is a `captf manager` subprocess (the integration framework's)
+// started for a scenario.
 type manager struct {
-	name       string
-	args       []string
-	metricsURL string
-	healthURL  string
-	logPath    string
-	started    time.Time
-	cmd        *exec.Cmd
-	done       chan struct{}
-	err        error
+	*framework.Manager
+	name string
 }
 
 // startManager stops the running manager, if any, and starts one named
 // name with the common flags plus args; it waits until /readyz is ok.
 func (e *env) startManager(ctx context.Context, name string, args ...string) (*manager, error) {
 	if e.mgr != nil {
-		if !e.mgr.stop() {
+		if !e.mgr.Terminate() {
 			fmt.Fprintf(e.log, "manager %s did not stop within 60s of SIGTERM; killed it\n", e.mgr.name)
 		}
 		e.mgr = nil
 	}
-	healthPort, err := controlplane.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	metricsPort, err := controlplane.FreePort()
-	if err != nil {
-		return nil, err
-	}
 	e.managerRuns++
-	m := &manager{
-		name:       name,
-		metricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics",
-		healthURL:  "http://127.0.0.1:" + strconv.Itoa(healthPort),
-		logPath:    filepath.Join(e.dir, fmt.Sprintf("manager-%d-%s.log", e.managerRuns, name)),
-		done:       make(chan struct{}),
+	dir := filepath.Join(e.dir, fmt.Sprintf("manager-%d-%s", e.managerRuns, name))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
-	m.args = []string{"manager",
-		"--kubeconfig", e.cp.KubeconfigPath(controlplane.Admin),
-		"--leader-elect=false",
-		"--webhook-port=0",
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
-		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
-	}
+	// The framework runs its managers with --v=2 and a test runner image;
+	// the benchmark measures the manager's defaults (the last flag wins).
+	o := framework.ManagerOptions{NoWait: true, Args: []string{"--v=0", "--runner-image=" + mgr.NewOptions().RunnerImage}}
 	if e.cfg.qpsSet {
-		m.args = append(m.args, "--kube-api-qps="+strconv.FormatFloat(e.cfg.QPS, 'f', -1, 64))
+		o.Args = append(o.Args, "--kube-api-qps="+strconv.FormatFloat(e.cfg.QPS, 'f', -1, 64))
 	}
 	if e.cfg.burstSet {
-		m.args = append(m.args, "--kube-api-burst="+strconv.Itoa(e.cfg.Burst))
+		o.Args = append(o.Args, "--kube-api-burst="+strconv.Itoa(e.cfg.Burst))
 	}
 	if e.cfg.workersSet {
-		m.args = append(m.args, "--workers="+strconv.Itoa(e.cfg.Workers))
+		o.Args = append(o.Args, "--workers="+strconv.Itoa(e.cfg.Workers))
 	}
-	m.args = append(m.args, args...)
-	m.args = append(m.args, e.cfg.ManagerArgs...)
-	logFile, err := os.Create(m.logPath)
+	o.Args = append(o.Args, args...)
+	o.Args = append(o.Args, e.cfg.ManagerArgs...)
+	fm, err := e.fw.StartManagerProcess(o, dir)
 	if err != nil {
 		return nil, err
 	}
-	m.cmd = exec.Command(e.bin, m.args...)
-	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
-	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := m.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	m.started = time.Now()
-	go func() {
-		m.err = m.cmd.Wait()
-		logFile.Close()
-		close(m.done)
-	}()
+	m := &manager{Manager: fm, name: name}
 	e.mgr = m
-	fmt.Fprintf(e.log, "manager %q: %s\n", name, strings.Join(m.args[1:], " "))
+	fmt.Fprintf(e.log, "manager %q: %s (log %s)\n", name, strings.Join(o.Args, " "), m.LogPath)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if m.exited() {
-			return nil, fmt.Errorf("manager %s exited during start-up: %v\n%s", name, m.err, tailFile(m.logPath, 5000))
+		if exited, err := m.ExitError(); exited {
+			return nil, fmt.Errorf("manager %s exited during start-up: %v\n%s", name, err, tail(m.Log(), 5000))
 		}
-		if code, _ := httpGet(ctx, m.healthURL+"/readyz"); code == http.StatusOK {
+		if code, _ := m.Get("/readyz"); code == http.StatusOK {
 			return m, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("manager %s not ready after 2m:\n%s", name, tailFile(m.logPath, 5000))
+			return nil, fmt.Errorf("manager %s not ready after 2m:\n%s", name, tail(m.Log(), 5000))
 		}
 		select {
 		case <-ctx.Done():
@@ -215,89 +188,24 @@ func (e *env) startManager(ctx context.Context, name string, args ...string) (*m
 	}
 }
 
-func (m *manager) exited() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and waits up to 60s, then kills; false if it had to.
-func (m *manager) stop() bool {
-	if m.exited() {
-		return true
-	}
-	_ = m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-		return true
-	case <-time.After(60 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-		return false
-	}
-}
-
 // metrics scrapes the manager's /metrics.
-func (m *manager) metrics(ctx context.Context) (metrics, error) {
-	if m.exited() {
-		return nil, fmt.Errorf("manager %s has exited: %v\n%s", m.name, m.err, tailFile(m.logPath, 5000))
+func (m *manager) metrics(ctx context.Context) (faultkit.Metrics, error) {
+	if exited, err := m.ExitError(); exited {
+		return nil, fmt.Errorf("manager %s has exited: %v\n%s", m.name, err, tail(m.Log(), 5000))
 	}
-	code, body := httpGet(ctx, m.metricsURL)
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("manager %s /metrics: %d %s", m.name, code, truncate(body, 300))
+	met, err := faultkit.Scrape(ctx, m.MetricsURL+"/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("manager %s: %w", m.name, err)
 	}
-	return parseMetrics(body)
+	return met, nil
 }
 
 // rss returns the manager's resident set size in bytes (VmRSS).
-func (m *manager) rss() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("unexpected VmRSS line %q", line)
-			}
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, errors.New("no VmRSS in /proc/<pid>/status")
-}
+func (m *manager) rss() (int64, error) { return faultkit.RSS(m.PID()) }
 
-func httpGet(ctx context.Context, url string) (int, string) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err.Error()
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	return resp.StatusCode, string(b)
-}
-
-func tailFile(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-func truncate(s string, n int) string {
+func tail(s string, n int) string {
 	if len(s) > n {
-		return s[:n] + "..."
+		s = s[len(s)-n:]
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // The fan-out fleet: one identity allowing every namespace, one cluster in
@@ -65,7 +66,7 @@ func (b *bench) fanout(ctx context.Context) error {
 
 	// The baseline runs while no manager competes for the API server.
 	if b.e.mgr != nil {
-		b.e.mgr.stop()
+		b.e.mgr.Terminate()
 		b.e.mgr = nil
 	}
 	baseline, err := b.baselineCreate(ctx, f.baseline)
@@ -115,7 +116,7 @@ func (b *bench) fanout(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := diff(before, after)
+	d := faultkit.Diff(before, after)
 	for _, p := range b.verifyFleet(ctx, f) {
 		b.res.fail("fan-out: %s", p)
 	}
@@ -128,15 +129,15 @@ func (b *bench) fanout(ctx context.Context) error {
 	r.add(sc, "first object created -> all mirrored", done.Sub(first).Seconds(), unitSeconds).vs(baseline.Seconds())
 	r.add(sc, "last object created -> manager idle (follow-up work done)", idle.Sub(last).Seconds(), unitSeconds)
 	r.add(sc, "creating the clusters (fast client)", last.Sub(first).Seconds(), unitSeconds)
-	w := d.writes()
-	r.add(sc, "mirror writes (created+updated+deleted)", d.mirrorWrites(), unitCount).vs(float64(n))
-	reads := d.sum("captf_source_reads_total", nil)
+	w := d.Writes()
+	r.add(sc, "mirror writes (created+updated+deleted)", d.MirrorWrites(), unitCount).vs(float64(n))
+	reads := d.Sum("captf_source_reads_total", nil)
 	r.add(sc, "source reads", reads, unitCount)
-	reqs := d.sum("captf_api_requests_total", nil)
+	reqs := d.Sum("captf_api_requests_total", nil)
 	r.add(sc, "manager API requests", reqs, unitCount).vs(float64(n))
 	r.requests(sc, fmt.Sprintf("%d clusters in %d namespaces, creation to idle", n, n), d)
 	if w["created"] != float64(n) || w["updated"] > 0 || w["conflict"] > 0 {
-		r.note("fan-out: mirror writes %s for %d namespaces (one create per namespace expected)", formatCounts(w), n)
+		r.note("fan-out: mirror writes %s for %d namespaces (one create per namespace expected)", faultkit.FormatCounts(w), n)
 	}
 	if reads > float64(n) {
 		r.note("fan-out: %.0f source reads for %d objects sharing one identity (%.2f per object)", reads, n, reads/float64(n))

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // memory measures the manager's RSS before and after adding Secrets it
@@ -40,7 +42,7 @@ func (b *bench) memory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b.log, "manager RSS %.1f MiB; adding %d unrelated %d-byte Secrets in %d namespaces\n", mib(rssBefore), b.cfg.UnrelatedSecrets, b.cfg.UnrelatedSize, len(namespaces))
+	fmt.Fprintf(b.log, "manager RSS %.1f MiB; adding %d unrelated %d-byte Secrets in %d namespaces\n", faultkit.MiB(rssBefore), b.cfg.UnrelatedSecrets, b.cfg.UnrelatedSize, len(namespaces))
 	start := time.Now()
 	err = parallel(ctx, b.cfg.UnrelatedSecrets, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
 		payload := make([]byte, b.cfg.UnrelatedSize)
@@ -74,17 +76,17 @@ func (b *bench) memory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := diff(before, after)
+	d := faultkit.Diff(before, after)
 	r := b.res
-	r.add(sc, "manager RSS (VmRSS), before", mib(rssBefore), unitMiB)
-	r.add(sc, fmt.Sprintf("manager RSS with %d unrelated %d-byte Secrets (vs before)", b.cfg.UnrelatedSecrets, b.cfg.UnrelatedSize), mib(rssAfter), unitMiB).vs(mib(rssBefore))
+	r.add(sc, "manager RSS (VmRSS), before", faultkit.MiB(rssBefore), unitMiB)
+	r.add(sc, fmt.Sprintf("manager RSS with %d unrelated %d-byte Secrets (vs before)", b.cfg.UnrelatedSecrets, b.cfg.UnrelatedSize), faultkit.MiB(rssAfter), unitMiB).vs(faultkit.MiB(rssBefore))
 	r.add(sc, "RSS growth", 100*(float64(rssAfter)/float64(rssBefore)-1), unitPercent)
-	r.add(sc, "Go heap in use, before", mib(heapBefore), unitMiB)
-	r.add(sc, "Go heap in use, after (vs before)", mib(heapAfter), unitMiB).vs(mib(heapBefore))
+	r.add(sc, "Go heap in use, before", faultkit.MiB(heapBefore), unitMiB)
+	r.add(sc, "Go heap in use, after (vs before)", faultkit.MiB(heapAfter), unitMiB).vs(faultkit.MiB(heapBefore))
 	r.add(sc, "creating the Secrets (fast client)", created.Seconds(), unitSeconds)
-	r.add(sc, "manager API requests meanwhile", d.sum("captf_api_requests_total", nil), unitCount)
+	r.add(sc, "manager API requests meanwhile", d.Sum("captf_api_requests_total", nil), unitCount)
 	r.requests(sc, fmt.Sprintf("while %d unrelated Secrets were added", b.cfg.UnrelatedSecrets), d)
-	if w := d.mirrorWrites(); w > 0 {
+	if w := d.MirrorWrites(); w > 0 {
 		r.note("memory: %v mirror writes while unrelated Secrets were added", w)
 	}
 	return nil
@@ -113,7 +115,5 @@ func (b *bench) sampleMemory(ctx context.Context) (rss, heap int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return samples[len(samples)/2], int64(m.sum("go_memstats_heap_inuse_bytes", nil)), nil
+	return samples[len(samples)/2], int64(m.Sum("go_memstats_heap_inuse_bytes", nil)), nil
 }
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }

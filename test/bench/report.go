@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // Units of a row's value.
@@ -80,14 +82,9 @@ func (r *results) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-func (r *results) requests(scenario, what string, d metrics) {
-	reads := map[string]float64{}
-	for _, s := range d {
-		if s.name == "captf_source_reads_total" && s.value != 0 {
-			reads[s.labels["result"]] += s.value
-		}
-	}
-	r.Requests = append(r.Requests, requestTable{Scenario: scenario, What: what, Requests: d.requestCounts(), Writes: d.writes(), Reads: reads})
+func (r *results) requests(scenario, what string, d faultkit.Metrics) {
+	r.Requests = append(r.Requests, requestTable{Scenario: scenario, What: what, Requests: d.Requests(), Writes: d.Writes(),
+		Reads: d.By("captf_source_reads_total", "result")})
 }
 
 func formatValue(v float64, unit string) string {
@@ -140,8 +137,8 @@ func (r *results) print(w io.Writer) {
 		fmt.Fprintln(w, "\nManager API requests (captf_api_requests_total), mirror writes and source reads:")
 		for _, t := range r.Requests {
 			fmt.Fprintf(w, "  %s, %s:\n", t.Scenario, t.What)
-			fmt.Fprintf(w, "    requests: %s\n", formatCounts(t.Requests))
-			fmt.Fprintf(w, "    mirror writes: %s; source reads: %s\n", formatCounts(t.Writes), formatCounts(t.Reads))
+			fmt.Fprintf(w, "    requests: %s\n", faultkit.FormatCounts(t.Requests))
+			fmt.Fprintf(w, "    mirror writes: %s; source reads: %s\n", faultkit.FormatCounts(t.Writes), faultkit.FormatCounts(t.Reads))
 		}
 	}
 	if len(r.Notes) > 0 {

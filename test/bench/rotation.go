@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/captf/captf/pkg/credentials"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // rotation changes the fleet's source Secret and measures when each mirror
@@ -38,7 +39,7 @@ func (b *bench) rotation(ctx context.Context, path string) error {
 	// path needs another manager, the baseline runs before it starts, while
 	// no manager competes for the API server.
 	if b.e.mgr != nil && b.e.mgr.name != name {
-		b.e.mgr.stop()
+		b.e.mgr.Terminate()
 		b.e.mgr = nil
 	}
 	if f.baseline[0].obj == nil {
@@ -82,7 +83,7 @@ func (b *bench) rotation(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	d := diff(before, after)
+	d := faultkit.Diff(before, after)
 	for _, p := range b.verifyFleet(ctx, f) {
 		b.res.fail("rotation %s: %s", path, p)
 	}
@@ -102,14 +103,14 @@ func (b *bench) rotation(ctx context.Context, path string) error {
 	r.add(sc, path+": wait until the first mirror changed", minL, unitSeconds)
 	r.add(sc, path+": first -> last mirror changed", maxL-minL, unitSeconds).vs(baseline.Seconds())
 	r.add(sc, path+": source change -> manager idle (follow-up work done)", idle.Sub(t0).Seconds(), unitSeconds)
-	w := d.writes()
-	r.add(sc, path+": mirror writes", d.mirrorWrites(), unitCount).vs(float64(n))
-	reads := d.sum("captf_source_reads_total", nil)
+	w := d.Writes()
+	r.add(sc, path+": mirror writes", d.MirrorWrites(), unitCount).vs(float64(n))
+	reads := d.Sum("captf_source_reads_total", nil)
 	r.add(sc, path+": source reads", reads, unitCount)
-	r.add(sc, path+": manager API requests", d.sum("captf_api_requests_total", nil), unitCount).vs(float64(n))
+	r.add(sc, path+": manager API requests", d.Sum("captf_api_requests_total", nil), unitCount).vs(float64(n))
 	r.requests(sc, fmt.Sprintf("%s, source change to idle", label), d)
 	if w["updated"] != float64(n) || w["created"]+w["deleted"]+w["conflict"] > 0 {
-		r.note("rotation %s: mirror writes %s for %d mirrors (one update per mirror expected)", path, formatCounts(w), n)
+		r.note("rotation %s: mirror writes %s for %d mirrors (one update per mirror expected)", path, faultkit.FormatCounts(w), n)
 	}
 	return nil
 }

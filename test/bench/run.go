@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/test/integration/framework"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // credsNamespace holds every identity's source Secret.
@@ -41,8 +42,8 @@ type bench struct {
 func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err error) {
 	start := time.Now()
 	if cfg.Root == "" {
-		if cfg.Root, err = repoRoot(); err != nil {
-			return nil, err
+		if cfg.Root, err = framework.RepoRoot(); err != nil {
+			return nil, fmt.Errorf("%w; use -root", err)
 		}
 	}
 	res = &results{Started: start, Environment: environment(cfg), Config: configMap(cfg)}
@@ -100,7 +101,7 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 // one running, waits until it is idle, and checks that a start over
 // converged objects wrote no mirror (M6: an unchanged pass makes no write).
 func (b *bench) managerRun(ctx context.Context, scenario, name string, args ...string) error {
-	if b.e.mgr != nil && b.e.mgr.name == name && !b.e.mgr.exited() {
+	if b.e.mgr != nil && b.e.mgr.name == name && !b.e.mgr.Exited() {
 		return nil
 	}
 	c, m, p := b.t.objects()
@@ -118,9 +119,9 @@ func (b *bench) managerRun(ctx context.Context, scenario, name string, args ...s
 	}
 	fmt.Fprintf(b.log, "manager %q: start-up pass over %d objects done %s after start\n", name, objects, last.Sub(started).Round(time.Millisecond))
 	b.res.requests(scenario, fmt.Sprintf("start-up pass of manager %q over %d converged objects", name, objects), idle)
-	if w := idle.mirrorWrites(); w > 0 {
+	if w := idle.MirrorWrites(); w > 0 {
 		b.res.fail("%s: manager %q rewrote mirrors on start-up over converged objects (%s); M6 says an unchanged pass makes no write",
-			scenario, name, formatCounts(idle.writes()))
+			scenario, name, faultkit.FormatCounts(idle.Writes()))
 	}
 	return nil
 }
@@ -209,13 +210,7 @@ type baselineSecret struct {
 // and returns how long it took: the cost of the writes a scenario
 // requires, done by a plain client-go loop.
 func (b *bench) baselineCreate(ctx context.Context, items []*baselineSecret) (time.Duration, error) {
-	client, err := b.e.baselineClient()
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	err = parallel(ctx, len(items), b.cfg.Workers, func(ctx context.Context, i int) error {
-		it := items[i]
+	return b.baseline(ctx, items, func(ctx context.Context, client kubernetes.Interface, it *baselineSecret) error {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: it.ns, Name: it.name}, Data: credentialData()}
 		out, err := client.CoreV1().Secrets(it.ns).Create(ctx, s, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -224,19 +219,12 @@ func (b *bench) baselineCreate(ctx context.Context, items []*baselineSecret) (ti
 		it.obj = out
 		return err
 	})
-	return time.Since(start), err
 }
 
 // baselineUpdate changes the data of each Secret once (one update per
 // rotated mirror) under the same limits.
 func (b *bench) baselineUpdate(ctx context.Context, items []*baselineSecret) (time.Duration, error) {
-	client, err := b.e.baselineClient()
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	err = parallel(ctx, len(items), b.cfg.Workers, func(ctx context.Context, i int) error {
-		it := items[i]
+	return b.baseline(ctx, items, func(ctx context.Context, client kubernetes.Interface, it *baselineSecret) error {
 		s := it.obj.DeepCopy()
 		s.Data = credentialData()
 		out, err := client.CoreV1().Secrets(it.ns).Update(ctx, s, metav1.UpdateOptions{})
@@ -245,6 +233,20 @@ func (b *bench) baselineUpdate(ctx context.Context, items []*baselineSecret) (ti
 		}
 		it.obj = out
 		return nil
+	})
+}
+
+// baseline runs write for every item on the baseline client, with as many
+// goroutines as the manager has workers per queue, and returns how long
+// it took.
+func (b *bench) baseline(ctx context.Context, items []*baselineSecret, write func(context.Context, kubernetes.Interface, *baselineSecret) error) (time.Duration, error) {
+	client, err := b.e.baselineClient()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err = parallel(ctx, len(items), b.cfg.Workers, func(ctx context.Context, i int) error {
+		return write(ctx, client, items[i])
 	})
 	return time.Since(start), err
 }
@@ -261,24 +263,6 @@ func listMirrors(ctx context.Context, kube kubernetes.Interface) (map[string]*co
 		out[s.Namespace+"/"+s.Name] = s
 	}
 	return out, nil
-}
-
-// repoRoot finds the directory with the go.mod of this module.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module github.com/captf/captf\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("repository root (go.mod of github.com/captf/captf) not found above the working directory; use -root")
-		}
-		dir = parent
-	}
 }
 
 // environment describes the machine and the versions measured.

@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 const sharedLabel = "bench.captf.io/shared"
@@ -181,7 +182,7 @@ func (b *bench) shared(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := diff(before, after)
+	d := faultkit.Diff(before, after)
 	// The final word comes from fresh LISTs, after the manager is idle.
 	view, err := b.listView(ctx)
 	if err != nil {
@@ -210,7 +211,7 @@ func (b *bench) shared(ctx context.Context) error {
 	}
 	fmt.Fprintf(b.log, "shared converged %s after the last object was created\n", done.Sub(last).Round(time.Millisecond))
 	r := b.res
-	w := d.writes()
+	w := d.Writes()
 	r.add(sc, fmt.Sprintf("%d objects (%d clusters, %d machines, %d pools), %d namespaces, %d identities, %d mirrors: last object created -> converged",
 		len(objs), c, m, p, len(nss), len(ids), mirrorCount), done.Sub(last).Seconds(), unitSeconds).vs(baseline.Seconds())
 	r.add(sc, "first object created -> converged", done.Sub(first).Seconds(), unitSeconds).vs(baseline.Seconds())
@@ -220,16 +221,16 @@ func (b *bench) shared(ctx context.Context) error {
 	// the namespace (AlreadyExists) and updates refused for a stale
 	// resourceVersion; both retry from a fresh read.
 	r.add(sc, "write conflicts (captf_mirror_writes_total{result=conflict})", w["conflict"], unitCount)
-	lostCreates := d.requestCounts()["create secrets"] - w["created"] - w["error"] - w["refused"]
+	lostCreates := d.Requests()["create secrets"] - w["created"] - w["error"] - w["refused"]
 	r.add(sc, "mirror creates answered AlreadyExists (create requests - created)", lostCreates, unitCount)
-	r.add(sc, "mirror writes (created+updated+deleted)", d.mirrorWrites(), unitCount).vs(float64(mirrorCount))
-	r.add(sc, "source reads", d.sum("captf_source_reads_total", nil), unitCount)
-	r.add(sc, "manager API requests", d.sum("captf_api_requests_total", nil), unitCount).vs(float64(mirrorCount))
+	r.add(sc, "mirror writes (created+updated+deleted)", d.MirrorWrites(), unitCount).vs(float64(mirrorCount))
+	r.add(sc, "source reads", d.Sum("captf_source_reads_total", nil), unitCount)
+	r.add(sc, "manager API requests", d.Sum("captf_api_requests_total", nil), unitCount).vs(float64(mirrorCount))
 	r.add(sc, "owner references lost (expected, missing)", float64(lost), unitCount)
 	r.add(sc, "owner references extra (present, not a user)", float64(extra), unitCount)
 	r.requests(sc, fmt.Sprintf("%d objects, creation to idle", len(objs)), d)
 	if w["created"] != float64(mirrorCount) || w["deleted"] > 0 {
-		r.note("shared: mirror writes %s for %d mirrors", formatCounts(w), mirrorCount)
+		r.note("shared: mirror writes %s for %d mirrors", faultkit.FormatCounts(w), mirrorCount)
 	}
 	return nil
 }

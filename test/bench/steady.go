@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // workloadQueues are the workqueue names of the workload controller.
 var workloadQueues = []string{"terraformcluster", "terraformmachine", "terraformmachinepool"}
 
-func workloadAdds(m metrics) float64 {
+func workloadAdds(m faultkit.Metrics) float64 {
 	var n float64
 	for _, q := range workloadQueues {
-		n += m.get("workqueue_adds_total", "name", q)
+		n += m.Get("workqueue_adds_total", "name", q)
 	}
 	return n
 }
@@ -57,7 +59,7 @@ func (b *bench) steady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := diff(before, after)
+	d := faultkit.Diff(before, after)
 
 	c, m, pl := b.t.objects()
 	objects := float64(c + m + pl)
@@ -75,8 +77,8 @@ func (b *bench) steady(ctx context.Context) error {
 	fmt.Fprintf(b.log, "resync pass over %.0f objects took about %s\n", objects, pass.Round(time.Millisecond))
 
 	r := b.res
-	reads := d.sum("captf_source_reads_total", nil)
-	reqs := d.requestCounts()
+	reads := d.Sum("captf_source_reads_total", nil)
+	reqs := d.Requests()
 	var statusWrites, total float64
 	for k, v := range reqs {
 		total += v
@@ -89,11 +91,11 @@ func (b *bench) steady(ctx context.Context) error {
 	r.add(sc, "source GETs in the pass (baseline: one per object)", reads, unitCount).vs(objects)
 	r.add(sc, "source GETs per object", reads/objects, unitPer)
 	r.add(sc, "manager API requests in the pass", total, unitCount).vs(objects)
-	r.add(sc, "mirror writes in the pass (must be 0)", d.mirrorWrites(), unitCount)
+	r.add(sc, "mirror writes in the pass (must be 0)", d.MirrorWrites(), unitCount)
 	r.add(sc, "status writes in the pass", statusWrites, unitCount)
 	r.requests(sc, fmt.Sprintf("one resync pass over %.0f objects", objects), d)
-	if w := d.mirrorWrites(); w > 0 {
-		r.fail("steady: %v mirror writes in a resync pass over converged objects (%s); M6 says an unchanged pass makes no write", w, formatCounts(d.writes()))
+	if w := d.MirrorWrites(); w > 0 {
+		r.fail("steady: %v mirror writes in a resync pass over converged objects (%s); M6 says an unchanged pass makes no write", w, faultkit.FormatCounts(d.Writes()))
 	}
 	if statusWrites > 0 {
 		r.note("steady: %v status writes in a resync pass over converged objects", statusWrites)
@@ -110,8 +112,8 @@ func (b *bench) steady(ctx context.Context) error {
 	if adds > 1.5*objects || pass > p {
 		r.note("steady: the measured window may hold more than one pass (%.0f adds for %.0f objects, %s for a %s period)", adds, objects, pass.Round(time.Millisecond), p)
 	}
-	if other := total - d.sum("captf_api_requests_total", map[string]string{"verb": "get", "resource": "secrets"}); other > statusWrites {
-		r.note("steady: %v API requests in the pass besides secret GETs and status writes: %s", other-statusWrites, formatCounts(reqs))
+	if other := total - d.Sum("captf_api_requests_total", map[string]string{"verb": "get", "resource": "secrets"}); other > statusWrites {
+		r.note("steady: %v API requests in the pass besides secret GETs and status writes: %s", other-statusWrites, faultkit.FormatCounts(reqs))
 	}
 	return nil
 }

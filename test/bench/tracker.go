@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // tracker watches what the manager produces, so the benchmark sees each
@@ -201,7 +202,7 @@ func waitFor(ctx context.Context, what string, timeout, interval time.Duration, 
 // waitIdle waits until the manager's queues are empty and it has made no
 // API request for the quiet period. It returns the last scrape and the
 // time activity was last seen.
-func (e *env) waitIdle(ctx context.Context) (metrics, time.Time, error) {
+func (e *env) waitIdle(ctx context.Context) (faultkit.Metrics, time.Time, error) {
 	lastReqs := -1.0
 	lastActive := time.Now()
 	deadline := time.Now().Add(e.cfg.Timeout)
@@ -211,8 +212,8 @@ func (e *env) waitIdle(ctx context.Context) (metrics, time.Time, error) {
 			return nil, lastActive, err
 		}
 		now := time.Now()
-		reqs := m.sum("captf_api_requests_total", nil)
-		busy := m.sum("workqueue_depth", nil) > 0 || m.sum("workqueue_unfinished_work_seconds", nil) > 0
+		reqs := m.Sum("captf_api_requests_total", nil)
+		busy := m.Sum("workqueue_depth", nil) > 0 || m.Sum("workqueue_unfinished_work_seconds", nil) > 0
 		switch {
 		case busy || reqs != lastReqs:
 			lastReqs = reqs

@@ -117,10 +117,7 @@ func TestSoak(t *testing.T) {
 	args := []string{"--sync-period=" + flagSync.String(), "--identity-resync=" + flagResync.String(), "--workers=4"}
 	m := e.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Args: args})
 	f := &framework.Fixture{T: t, Env: e, Ctx: framework.Context(t), Manager: m, Settle: 5 * time.Minute}
-	pid, err := faultkit.FindPID("--metrics-bind-address", strings.TrimPrefix(m.MetricsURL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := m.PID()
 	s := &soak{t: t, f: f, e: e, ctx: f.Ctx, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), run: utilrand.String(6),
 		bound: *flagSync + *flagSlack, pid: pid, objects: map[types.UID]*object{}, ops: map[string]int{}}
 	t.Logf("soak: seed %d, %s of operations every ~%s over %d namespaces, checks every %s, bound %s (sync period %s + slack %s), manager pid %d",

@@ -22,7 +22,6 @@ import (
 func TestAPIServerRestart(t *testing.T) {
 	e := framework.Get(t)
 	preserveLogs(t, e)
-	ctx := framework.Context(t)
 	n := size(40, 200)
 	rec := e.RecordJobs(t, nil)
 	// A sync period longer than the test: recovery must come from the
@@ -39,22 +38,7 @@ func TestAPIServerRestart(t *testing.T) {
 
 	// One cluster per namespace, a second one in every fourth: objects
 	// created before their identity exists (IdentityNotFound).
-	type spec struct{ ns, name string }
-	var specs []spec
-	for i, ns := range nss {
-		specs = append(specs, spec{ns, "c0"})
-		if i%4 == 0 {
-			specs = append(specs, spec{ns, "c1"})
-		}
-	}
-	objs := make([]object, len(specs))
-	if err := framework.Parallel(len(specs), 8, func(i int) error {
-		var err error
-		objs[i], err = createCluster(ctx, e, specs[i].ns, specs[i].name, identity)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objs := createClusters(t, e, nss, identity)
 	cleanUp(t, e, &[]*framework.Manager{m}, &nss, identity)
 	waitSnapshot(t, e, identity, nss, 3*time.Minute, "objects waiting for their identity", func(s *snapshot) (bool, string) {
 		if len(s.objects) != len(objs) {

@@ -38,22 +38,7 @@ func TestEtcdRestart(t *testing.T) {
 	nss := createNamespaces(t, e, "etcd", n, labels)
 	identity := framework.Name("steady")
 	createIdentity(t, e, identity, ref, selectorOf(labels))
-	type spec struct{ ns, name string }
-	var specs []spec
-	for i, ns := range nss {
-		specs = append(specs, spec{ns, "c0"})
-		if i%4 == 0 {
-			specs = append(specs, spec{ns, "c1"})
-		}
-	}
-	objs := make([]object, len(specs))
-	if err := framework.Parallel(len(specs), 8, func(i int) error {
-		var err error
-		objs[i], err = createCluster(ctx, e, specs[i].ns, specs[i].name, identity)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	objs := createClusters(t, e, nss, identity)
 	all := nss
 	cleanUp(t, e, &[]*framework.Manager{m}, &all, identity)
 

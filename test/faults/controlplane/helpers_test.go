@@ -225,6 +225,30 @@ func createCluster(ctx context.Context, e *framework.Env, ns, name, identity str
 	return object{Kind: "TerraformCluster", Namespace: ns, Name: name, UID: c.UID}, nil
 }
 
+// createClusters creates, in parallel, a cluster c0 in every namespace
+// of nss and a second one, c1, in every fourth, all with identity.
+func createClusters(t *testing.T, e *framework.Env, nss []string, identity string) []object {
+	t.Helper()
+	ctx := framework.Context(t)
+	type spec struct{ ns, name string }
+	var specs []spec
+	for i, ns := range nss {
+		specs = append(specs, spec{ns, "c0"})
+		if i%4 == 0 {
+			specs = append(specs, spec{ns, "c1"})
+		}
+	}
+	objs := make([]object, len(specs))
+	if err := framework.Parallel(len(specs), 8, func(i int) error {
+		var err error
+		objs[i], err = createCluster(ctx, e, specs[i].ns, specs[i].name, identity)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
 // createMachine creates a TerraformMachine with its own identityRef (I2).
 func createMachine(ctx context.Context, e *framework.Env, ns, name, identity string) (object, error) {
 	m := &v1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -575,13 +599,16 @@ func finishApplyJobs(t *testing.T, e *framework.Env, rec *framework.JobRecorder,
 // writesReport formats the manager's write requests (create, update,
 // patch, delete) by resource and per object, from its own counters.
 func writesReport(m *framework.Manager, objects int) string {
-	text, err := m.Metrics()
+	met, err := m.Scrape()
 	if err != nil {
 		return "metrics unavailable: " + err.Error()
 	}
 	byResource := map[string]float64{}
 	total, nonEvent := 0.0, 0.0
-	for _, s := range framework.ParseSeries(text, "captf_api_requests_total") {
+	for _, s := range met {
+		if s.Name != "captf_api_requests_total" {
+			continue
+		}
 		switch s.Labels["verb"] {
 		case "create", "update", "patch", "delete":
 			byResource[s.Labels["verb"]+" "+s.Labels["resource"]] += s.Value
@@ -595,9 +622,9 @@ func writesReport(m *framework.Manager, objects int) string {
 	for _, k := range sortedKeys(byResource) {
 		parts = append(parts, fmt.Sprintf("%s %.0f", k, byResource[k]))
 	}
-	conflicts := framework.SumMetric(text, "captf_mirror_writes_total", map[string]string{"result": "conflict"})
-	errs := framework.SumMetric(text, "captf_mirror_writes_total", map[string]string{"result": "error"})
-	reads := framework.SumMetric(text, "captf_source_reads_total", nil)
+	writes := met.Writes()
+	conflicts, errs := writes["conflict"], writes["error"]
+	reads := met.Sum("captf_source_reads_total", nil)
 	return fmt.Sprintf("%d objects: %.1f API writes per object without events (%.0f in all: %s); mirror write conflicts %.0f, errors %.0f; source reads %.0f",
 		objects, nonEvent/float64(objects), total, strings.Join(parts, ", "), conflicts, errs, reads)
 }

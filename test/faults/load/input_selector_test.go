@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,10 +29,7 @@ func TestBadInputSelectorManyNamespaces(t *testing.T) {
 	e := f.Env
 	count := scale(300, 2000)
 	key := "captf-fault-sel-" + utilrand.String(6)
-	pid, err := faultkit.FindPID("--metrics-bind-address", strings.TrimPrefix(f.Manager.MetricsURL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := f.Manager.PID()
 	rssBefore, _ := faultkit.RSS(pid)
 	before := scrape(f)
 
@@ -53,7 +49,7 @@ func TestBadInputSelectorManyNamespaces(t *testing.T) {
 		})
 	})
 	start := time.Now()
-	err = faultkit.Parallel(f.Ctx, count, 16, func(ctx context.Context, i int) error {
+	err := faultkit.Parallel(f.Ctx, count, 16, func(ctx context.Context, i int) error {
 		_, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{key: "yes"}}}, metav1.CreateOptions{})
 		return err
 	})

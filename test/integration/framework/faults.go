@@ -3,16 +3,15 @@ package framework
 // Helpers for fault-injection tests (test/faults/): managers whose logs
 // outlive the test that ran them (for a package-wide X1 scan after some of
 // them were killed), a recorder of every Job ever created, the manager's
-// Prometheus counters, and releasing leftover workload objects.
+// Prometheus counters (parsed by faultkit), and releasing leftover workload
+// objects.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 var kept struct {
@@ -47,22 +47,11 @@ func (e *Env) StartManagerKeepLog(t testing.TB, o ManagerOptions) *Manager {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	m, err := e.startManager(o, dir)
-	if m != nil {
+	return e.startManagerT(t, o, dir, 8000, func(m *Manager) {
 		kept.Lock()
 		kept.managers = append(kept.managers, m)
 		kept.Unlock()
-		t.Cleanup(func() {
-			m.stop()
-			if t.Failed() {
-				t.Logf("manager log (%s):\n%s", m.LogPath, tail([]byte(m.Log()), 8000))
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	})
 }
 
 // KeptManagers returns every manager StartManagerKeepLog started so far.
@@ -110,76 +99,13 @@ func (m *Manager) Metrics() (string, error) {
 	return body, nil
 }
 
-// Metric returns the sum of the manager's Prometheus series called name
-// whose labels include match (nil matches every series).
-func (m *Manager) Metric(name string, match map[string]string) (float64, error) {
+// Scrape returns the manager's parsed /metrics.
+func (m *Manager) Scrape() (faultkit.Metrics, error) {
 	text, err := m.Metrics()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return SumMetric(text, name, match), nil
-}
-
-// Series is one sample of a Prometheus text exposition.
-type Series struct {
-	Labels map[string]string
-	Value  float64
-}
-
-// ParseSeries returns the series called name in a Prometheus text
-// exposition.
-func ParseSeries(text, name string) []Series {
-	var out []Series
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' || !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		labels := map[string]string{}
-		if strings.HasPrefix(rest, "{") {
-			end := strings.LastIndex(rest, "}")
-			if end < 0 {
-				continue
-			}
-			for _, kv := range strings.Split(rest[1:end], ",") {
-				if k, v, ok := strings.Cut(kv, "="); ok {
-					labels[k] = strings.Trim(v, `"`)
-				}
-			}
-			rest = rest[end+1:]
-		} else if !strings.HasPrefix(rest, " ") {
-			continue // another metric whose name starts with name
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			out = append(out, Series{Labels: labels, Value: v})
-		}
-	}
-	return out
-}
-
-// SumMetric sums the series called name whose labels include match in a
-// Prometheus text exposition.
-func SumMetric(text, name string, match map[string]string) float64 {
-	sum := 0.0
-	for _, s := range ParseSeries(text, name) {
-		ok := true
-		for k, v := range match {
-			if s.Labels[k] != v {
-				ok = false
-			}
-		}
-		if ok {
-			sum += s.Value
-		}
-	}
-	return sum
+	return faultkit.ParseMetrics(text)
 }
 
 // JobRecord is a Job as the recorder first saw it.
@@ -405,31 +331,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 }
 
 // Parallel runs fn(i) for i in [0, n) on workers goroutines and returns
-// the first error.
+// the first error (faultkit.Parallel without a context).
 func Parallel(n, workers int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	next := make(chan int)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
+	return faultkit.Parallel(context.Background(), n, workers, func(_ context.Context, i int) error { return fn(i) })
 }

@@ -53,12 +53,24 @@ type ManagerOptions struct {
 // its log is printed.
 func (e *Env) StartManager(t testing.TB, o ManagerOptions) *Manager {
 	t.Helper()
-	m, err := e.startManager(o, t.TempDir())
+	return e.startManagerT(t, o, t.TempDir(), 20000, nil)
+}
+
+// startManagerT starts a manager with its log in dir for t: started, if
+// not nil, is called with the process (even one that then failed to get
+// ready), which is stopped when the test ends; the last logTail bytes of
+// its log are printed when the test failed.
+func (e *Env) startManagerT(t testing.TB, o ManagerOptions, dir string, logTail int, started func(*Manager)) *Manager {
+	t.Helper()
+	m, err := e.startManager(o, dir)
 	if m != nil {
+		if started != nil {
+			started(m)
+		}
 		t.Cleanup(func() {
 			m.stop()
 			if t.Failed() {
-				t.Logf("manager log (%s):\n%s", m.LogPath, tail([]byte(m.Log()), 20000))
+				t.Logf("manager log (%s):\n%s", m.LogPath, tail([]byte(m.Log()), logTail))
 			}
 		})
 	}
@@ -190,6 +202,9 @@ func (m *Manager) Get(pathOrURL string) (int, string) {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	return resp.StatusCode, string(b)
 }
+
+// PID is the manager process's ID.
+func (m *Manager) PID() int { return m.cmd.Process.Pid }
 
 // Exited reports whether the process has exited.
 func (m *Manager) Exited() bool {

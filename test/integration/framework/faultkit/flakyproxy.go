@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,15 +266,4 @@ func writeStatus(w http.ResponseWriter, code int, reason, message string) {
 }
 
 // FormatFaultCounts renders Counts sorted by kind.
-func FormatFaultCounts(c map[string]int64) string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
-	}
-	return strings.Join(parts, ", ")
-}
+func FormatFaultCounts(c map[string]int64) string { return formatSorted(c, "%s=%d") }

@@ -227,11 +227,18 @@ func (m Metrics) TotalRequests() float64 { return m.Sum("captf_api_requests_tota
 // Retries is workqueue_retries_total summed over the queues.
 func (m Metrics) Retries() float64 { return m.Sum("workqueue_retries_total", nil) }
 
-// FormatCounts renders a map as "k=v, ..." sorted by key.
+// FormatCounts renders a map as "k=v, ..." sorted by key ("none" when
+// empty).
 func FormatCounts(c map[string]float64) string {
 	if len(c) == 0 {
 		return "none"
 	}
+	return formatSorted(c, "%s=%g")
+}
+
+// formatSorted renders every entry of c with format (key, value), sorted
+// by key and joined by ", ".
+func formatSorted[V any](c map[string]V, format string) string {
 	keys := make([]string, 0, len(c))
 	for k := range c {
 		keys = append(keys, k)
@@ -239,7 +246,7 @@ func FormatCounts(c map[string]float64) string {
 	sort.Strings(keys)
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%g", k, c[k]))
+		parts = append(parts, fmt.Sprintf(format, k, c[k]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -1,52 +1,14 @@
 package faultkit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 )
-
-// FindPID returns the PID of the one running process whose command line
-// contains every fragment (for a manager: its unique metrics address).
-func FindPID(fragments ...string) (int, error) {
-	dirs, err := filepath.Glob("/proc/[0-9]*")
-	if err != nil {
-		return 0, err
-	}
-	var found []int
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		cmdline := string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
-		ok := true
-		for _, f := range fragments {
-			if !strings.Contains(cmdline, f) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			found = append(found, pid)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return 0, fmt.Errorf("no process with %q in its command line", fragments)
-	case 1:
-		return found[0], nil
-	default:
-		return 0, fmt.Errorf("%d processes with %q in their command line: %v", len(found), fragments, found)
-	}
-}
 
 // RSS returns a process's resident set size in bytes (VmRSS).
 func RSS(pid int) (int64, error) {
