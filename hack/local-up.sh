@@ -17,6 +17,16 @@
 # process it started. See docs/local-control-plane.md.
 set -euo pipefail
 
+# A background job of a non-interactive shell starts with SIGINT ignored, and
+# bash cannot trap a signal that was ignored when it started. Re-run under
+# timeout(1) (no time limit), which handles SIGINT itself and so hands this
+# script SIGINT at its default: the trap below then stops everything on
+# Ctrl-C or SIGINT however the script was started.
+if [[ -z "${CAPTF_LOCAL_UP_CHILD:-}" ]] && (( 16#$(awk '/^SigIgn:/ {print $2}' /proc/$$/status) & 2 )); then
+  export CAPTF_LOCAL_UP_CHILD=1
+  exec timeout 0 "$0" "$@"
+fi
+
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
 local_dir="${root}/.local"
