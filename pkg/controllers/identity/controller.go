@@ -179,38 +179,26 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	}); err != nil {
 		return nil, err
 	}
-	mirrorEvent := func(obj interface{}) {
-		if s, ok := loop.Unwrap(obj).(*corev1.Secret); ok {
-			c.EnqueueAfter(s.Annotations[v1.AnnotationIdentity], mirrorEventDelay)
+	// A mirror that changes, or a Job that starts or ends, changes its
+	// identity's status (S2, section 13, C5): enqueue the identity its
+	// captf.io/identity annotation names, coalescing bursts.
+	byAnnotation := func(obj interface{}) {
+		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
+			c.EnqueueAfter(m.GetAnnotations()[v1.AnnotationIdentity], mirrorEventDelay)
 		}
 	}
-	if _, err := inf.Mirrors.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: mirrorEvent,
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			if oldObj.(*corev1.Secret).ResourceVersion != newObj.(*corev1.Secret).ResourceVersion {
-				mirrorEvent(newObj)
-			}
-		},
-		DeleteFunc: mirrorEvent,
-	}); err != nil {
-		return nil, err
-	}
-	// A Job that starts or ends changes the identity's rotation status (C5).
-	jobEvent := func(obj interface{}) {
-		if j, ok := loop.Unwrap(obj).(*batchv1.Job); ok {
-			c.EnqueueAfter(j.Annotations[v1.AnnotationIdentity], mirrorEventDelay)
+	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
+		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: byAnnotation,
+			UpdateFunc: func(oldObj, newObj interface{}) {
+				if oldObj.(metav1.Object).GetResourceVersion() != newObj.(metav1.Object).GetResourceVersion() {
+					byAnnotation(newObj)
+				}
+			},
+			DeleteFunc: byAnnotation,
+		}); err != nil {
+			return nil, err
 		}
-	}
-	if _, err := inf.Jobs.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: jobEvent,
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			if oldObj.(*batchv1.Job).ResourceVersion != newObj.(*batchv1.Job).ResourceVersion {
-				jobEvent(newObj)
-			}
-		},
-		DeleteFunc: jobEvent,
-	}); err != nil {
-		return nil, err
 	}
 	// A relabelled namespace may no longer be allowed by identities that
 	// have mirrors there (V5).
