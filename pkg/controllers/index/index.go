@@ -190,49 +190,46 @@ func NewResolver(clusters informers.TerraformClusterInformer, machines informers
 	}, nil
 }
 
-// ClusterOf returns the TerraformCluster a member with the given
-// cluster-name label value belongs to in namespace (SPEC 1.2), or nil.
-func (r *Resolver) ClusterOf(namespace, clusterName string) (*v1.TerraformCluster, error) {
-	if clusterName == "" {
-		return nil, nil
-	}
-	candidates, err := r.Clusters.TerraformClusters(namespace).List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	return credentials.SelectCluster(clusterName, namespace, candidates), nil
-}
-
 // IdentityOf returns the identity a workload object resolves to (SPEC I1,
 // I2), "" when none.
 func (r *Resolver) IdentityOf(obj metav1.Object) (string, error) {
-	switch o := obj.(type) {
-	case *v1.TerraformCluster:
-		return credentials.ClusterIdentity(o), nil
-	case *v1.TerraformMachine:
-		return r.memberIdentity(o, o.Spec.IdentityRef)
-	case *v1.TerraformMachinePool:
-		return r.memberIdentity(o, o.Spec.IdentityRef)
+	if _, ok := obj.(*v1.TerraformCluster); ok {
+		return IdentityIn(obj, nil), nil
 	}
-	return "", fmt.Errorf("not a workload object: %T", obj)
-}
-
-func (r *Resolver) memberIdentity(m metav1.Object, own *v1.IdentityReference) (string, error) {
+	own, m, ok := memberRef(obj)
+	if !ok {
+		return "", fmt.Errorf("not a workload object: %T", obj)
+	}
 	if own != nil && own.Name != "" {
 		return own.Name, nil
 	}
-	c, err := r.ClusterOf(m.GetNamespace(), m.GetLabels()[v1.LabelClusterName])
+	clusters, err := r.Clusters.TerraformClusters(m.GetNamespace()).List(labels.Everything())
 	if err != nil {
 		return "", err
 	}
-	name, _ := credentials.MemberIdentity(own, c)
-	return name, nil
+	return IdentityIn(obj, clusters), nil
+}
+
+// IdentityIn resolves a workload object's identity (SPEC I1, I2) given the
+// TerraformClusters of its namespace, for callers that resolve many objects
+// of one namespace with one list.
+func IdentityIn(obj metav1.Object, clusters []*v1.TerraformCluster) string {
+	if c, ok := obj.(*v1.TerraformCluster); ok {
+		return credentials.ClusterIdentity(c)
+	}
+	own, m, ok := memberRef(obj)
+	if !ok {
+		return ""
+	}
+	cluster := credentials.SelectCluster(m.GetLabels()[v1.LabelClusterName], m.GetNamespace(), clusters)
+	id, _ := credentials.MemberIdentity(own, cluster)
+	return id
 }
 
 // MembersOf returns the machines and pools without their own identityRef
 // that may inherit from cluster: those whose cluster-name label is the
 // cluster's own cluster-name label or its name. Callers confirm with
-// ClusterOf; this is the candidate set.
+// IdentityOf; this is the candidate set.
 func (r *Resolver) MembersOf(c *v1.TerraformCluster) ([]metav1.Object, error) {
 	keys := []string{ClusterKey(c.Namespace, c.Name)}
 	if l := c.Labels[v1.LabelClusterName]; l != "" && l != c.Name {

@@ -173,7 +173,7 @@ func (c *Controller) usersIn(identity string, self *workload) ([]owner, error) {
 			if seen[m.GetUID()] || m.GetDeletionTimestamp() != nil {
 				continue
 			}
-			if resolveIn(m, clusters) != identity {
+			if index.IdentityIn(m, clusters) != identity {
 				continue
 			}
 			seen[m.GetUID()] = true
@@ -187,21 +187,6 @@ func (c *Controller) usersIn(identity string, self *workload) ([]owner, error) {
 		return out[i].ref.Name < out[j].ref.Name
 	})
 	return out, nil
-}
-
-// resolveIn resolves an object's identity given its namespace's clusters.
-func resolveIn(o metav1.Object, clusters []*v1.TerraformCluster) string {
-	switch t := o.(type) {
-	case *v1.TerraformCluster:
-		return credentials.ClusterIdentity(t)
-	case *v1.TerraformMachine:
-		id, _ := credentials.MemberIdentity(t.Spec.IdentityRef, credentials.SelectCluster(t.Labels[v1.LabelClusterName], t.Namespace, clusters))
-		return id
-	case *v1.TerraformMachinePool:
-		id, _ := credentials.MemberIdentity(t.Spec.IdentityRef, credentials.SelectCluster(t.Labels[v1.LabelClusterName], t.Namespace, clusters))
-		return id
-	}
-	return ""
 }
 
 // ensureMirror makes the namespace's mirror of identity carry data, the
