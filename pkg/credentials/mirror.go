@@ -96,15 +96,30 @@ func DesiredMirror(identity, namespace string, sourceData map[string][]byte) *co
 // or edited by someone else, and overwriting it could destroy credentials
 // that are not ours. A nil Secret (nothing holds the name) is not foreign.
 func IsForeign(existing *corev1.Secret, identity string) bool {
+	return ForeignReason(existing, identity) != ""
+}
+
+// ForeignReason says, for a message, why existing is not identity's mirror
+// (see [IsForeign]), or "" when it is one. A Secret of another type than
+// Opaque is foreign too: the manager only writes Opaque mirrors (SPEC M2),
+// and a type cannot be changed by an update.
+func ForeignReason(existing *corev1.Secret, identity string) string {
 	if existing == nil {
-		return false
+		return ""
 	}
-	if existing.Labels[v1alpha1.LabelMirrored] != v1alpha1.LabelTrue {
-		return true
+	owner, annotated := existing.Annotations[v1alpha1.AnnotationIdentity]
+	switch {
+	case existing.Labels[v1alpha1.LabelMirrored] != v1alpha1.LabelTrue:
+		return "exists without the label " + v1alpha1.LabelMirrored + "=true"
+	case !annotated || owner == "":
+		return "has no " + v1alpha1.AnnotationIdentity + " annotation"
+	case identity == "" || owner != identity:
+		// identity == "" never names a real identity, so nothing is its mirror.
+		return "is the mirror of TerraformClusterIdentity " + owner
+	case existing.Type != "" && existing.Type != corev1.SecretTypeOpaque:
+		return "has type " + string(existing.Type) + ", not Opaque"
 	}
-	owner, ok := existing.Annotations[v1alpha1.AnnotationIdentity]
-	// identity == "" never names a real identity, so nothing can be its mirror.
-	return !ok || owner != identity || identity == ""
+	return ""
 }
 
 // MirrorDiff says which parts of an existing mirror differ from the desired

@@ -122,3 +122,34 @@ func TestConsentsTo(t *testing.T) {
 	require.False(t, ConsentsTo("xx,y", "x"))
 	require.False(t, ConsentsTo(",", ""))
 }
+
+// M7: ForeignReason names why a Secret is not this identity's mirror, and
+// agrees with IsForeign, including a labelled, annotated Secret whose type
+// is not Opaque (a type cannot be changed by an update).
+func TestForeignReason(t *testing.T) {
+	mirror := DesiredMirror("aws", "team-a", map[string][]byte{"K": []byte("v")})
+	for _, tc := range []struct {
+		name   string
+		mutate func(*corev1.Secret)
+		want   string
+	}{
+		{"ours", func(*corev1.Secret) {}, ""},
+		{"no label", func(s *corev1.Secret) { delete(s.Labels, v1.LabelMirrored) }, "without the label"},
+		{"no annotation", func(s *corev1.Secret) { delete(s.Annotations, v1.AnnotationIdentity) }, "no captf.io/identity annotation"},
+		{"other identity", func(s *corev1.Secret) { s.Annotations[v1.AnnotationIdentity] = "gcp" }, "mirror of TerraformClusterIdentity gcp"},
+		{"not Opaque", func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockerConfigJson }, "not Opaque"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mirror.DeepCopy()
+			tc.mutate(s)
+			got := ForeignReason(s, "aws")
+			require.Equal(t, tc.want != "", IsForeign(s, "aws"))
+			if tc.want == "" {
+				require.Empty(t, got)
+			} else {
+				require.Contains(t, got, tc.want)
+			}
+		})
+	}
+	require.Empty(t, ForeignReason(nil, "aws"), "nothing holds the name")
+}

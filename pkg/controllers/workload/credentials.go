@@ -265,7 +265,7 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 			}
 		}
 
-		if why := foreignReason(existing, identity); why != "" {
+		if why := credentials.ForeignReason(existing, identity); why != "" {
 			// M7: never modified; retried at the sync period, not hot.
 			metrics.MirrorWrites.WithLabelValues(metrics.WriteRefused).Inc()
 			c.conflicts.Set(identity, ns, true)
@@ -324,22 +324,6 @@ func (c *Controller) mirrored(w *workload, now time.Time, identity, name string)
 		"mirror Secret %s is current", name)
 }
 
-// foreignReason says why existing is not this identity's mirror, or "".
-func foreignReason(existing *corev1.Secret, identity string) string {
-	switch {
-	case existing.Labels[v1.LabelMirrored] != v1.LabelTrue:
-		return "exists without the label " + v1.LabelMirrored + "=true"
-	case existing.Annotations[v1.AnnotationIdentity] != identity:
-		if other := existing.Annotations[v1.AnnotationIdentity]; other != "" {
-			return "is the mirror of TerraformClusterIdentity " + other
-		}
-		return "has no " + v1.AnnotationIdentity + " annotation"
-	case existing.Type != "" && existing.Type != corev1.SecretTypeOpaque:
-		return "has type " + string(existing.Type) + ", not Opaque"
-	}
-	return ""
-}
-
 // freshMirror reads a mirror uncached; nil when it does not exist.
 func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
@@ -365,7 +349,7 @@ func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity str
 	if err != nil {
 		return err
 	}
-	if foreignReason(m, identity) != "" || m.DeletionTimestamp != nil {
+	if credentials.ForeignReason(m, identity) != "" || m.DeletionTimestamp != nil {
 		return nil
 	}
 	uid := m.UID
