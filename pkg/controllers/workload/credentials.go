@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -48,7 +49,7 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	before := w.status.DeepCopy()
 	defer func() {
 		if conditionChanged(before.Conditions, w, v1.ConditionIdentityAllowed) && !isTrue(w, v1.ConditionIdentityAllowed) {
-			if cond := findCondition(w, v1.ConditionIdentityAllowed); cond != nil && cond.Status == metav1.ConditionFalse {
+			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionIdentityAllowed)); cond != nil && cond.Status == metav1.ConditionFalse {
 				c.warn(w, v1.EventIdentityNotAllowed, "%s", cond.Message)
 			}
 		}
@@ -129,15 +130,6 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	return res, nil
 }
 
-func findCondition(w *workload, t v1.ConditionType) *metav1.Condition {
-	for i := range w.status.Conditions {
-		if w.status.Conditions[i].Type == string(t) {
-			return &w.status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // owner is one workload object that uses a mirror.
 type owner struct {
 	obj runtime.Object
@@ -206,7 +198,7 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 	before := w.status.DeepCopy()
 	defer func() {
 		if conditionChanged(before.Conditions, w, v1.ConditionCredentialsMirrored) {
-			if cond := findCondition(w, v1.ConditionCredentialsMirrored); cond != nil && cond.Reason == string(v1.ReasonMirrorFailed) {
+			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionCredentialsMirrored)); cond != nil && cond.Reason == string(v1.ReasonMirrorFailed) {
 				c.warn(w, v1.EventMirrorConflict, "%s", cond.Message)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -193,7 +194,7 @@ func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult
 	switch {
 	case current != nil:
 		c.jobCondition(w, current, now)
-		if n := reapplyNumber(w, set, creds); n > 0 {
+		if n := reapplyNumber(w, set, current, creds); n > 0 {
 			return true, n
 		}
 		return false, 0
@@ -219,17 +220,16 @@ func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult
 }
 
 // reapplyNumber implements C6: when the object opts in
-// (spec.jobs.reapplyOnRotation), no Job runs, credentials are ready, and the
-// newest apply Job of this generation started with another source hash than
-// the mirror's now, it returns the number of the next re-apply Job (one per
-// rotation: that Job records the new hash); else 0. Never called during a
-// deletion.
-func reapplyNumber(w *workload, set jobSet, creds credentialResult) int {
+// (spec.jobs.reapplyOnRotation), no Job runs, credentials are ready, and
+// newest, the newest apply Job of this generation, started with another
+// source hash than the mirror's now, it returns the number of the next
+// re-apply Job (one per rotation: that Job records the new hash); else 0.
+// Never called during a deletion.
+func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentialResult) int {
 	if !w.jobs.ReapplyOnRotation || !creds.ready || creds.hash == "" || set.running != nil || w.source.Image == "" {
 		return 0
 	}
 	gen := w.obj.GetGeneration()
-	newest := set.find(v1.JobActionApply, gen)
 	if newest == nil || !jobs.Finished(newest) {
 		return 0
 	}
@@ -386,9 +386,9 @@ func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) err
 			// V2: the finalizer stays; allowing the namespace again or the
 			// abandon annotation releases it.
 			msg := "the destroy Job waits for credentials"
-			if cond := findCondition(w, v1.ConditionIdentityAllowed); cond != nil && cond.Status != metav1.ConditionTrue {
+			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionIdentityAllowed)); cond != nil && cond.Status != metav1.ConditionTrue {
 				msg += ": " + cond.Message
-			} else if cond := findCondition(w, v1.ConditionCredentialsMirrored); cond != nil && cond.Status != metav1.ConditionTrue {
+			} else if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionCredentialsMirrored)); cond != nil && cond.Status != metav1.ConditionTrue {
 				msg += ": " + cond.Message
 			}
 			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonIdentityNotAllowed,
