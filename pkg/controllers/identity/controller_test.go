@@ -217,7 +217,7 @@ func TestSyncDeletesMirrorsOfDeletedIdentity(t *testing.T) {
 	require.Equal(t, map[string]types.UID{"ns-a/" + mirrorName: a.UID, "ns-b/" + mirrorName: b.UID}, f.deletes())
 	require.Empty(t, f.statusWrites())
 	require.Empty(t, f.tracker.Namespaces(identityName), "its conflicts are forgotten")
-	require.Empty(t, f.queue.addedAfter(), "nothing left to look at")
+	require.Empty(t, f.queue.AddedAfter(), "nothing left to look at")
 	require.NotNil(t, f.storedSecret("ns-a", credentials.MirrorName("other")))
 }
 
@@ -246,7 +246,7 @@ func TestSyncRequeue(t *testing.T) {
 
 			require.NoError(t, f.sync(identityName))
 
-			require.Equal(t, []after{{key, tc.want}}, f.queue.addedAfter())
+			require.Equal(t, []after{{Key: key, Delay: tc.want}}, f.queue.AddedAfter())
 			require.Zero(t, f.queue.Len(), "not before the delay")
 			f.clock.Step(tc.want)
 			f.waitQueued(key)

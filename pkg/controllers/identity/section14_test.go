@@ -222,7 +222,7 @@ func TestSyncRequeueNotReadySection14(t *testing.T) {
 
 			require.NoError(t, f.sync(identityName))
 
-			require.Equal(t, []after{{key, notReadyResync}}, f.queue.addedAfter())
+			require.Equal(t, []after{{Key: key, Delay: notReadyResync}}, f.queue.AddedAfter())
 		})
 	}
 }

@@ -536,7 +536,7 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 			require.Contains(t, events[0], mirrorName)
 			require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName), "recorded for MirrorsConflicted")
 			for _, q := range f.queues {
-				require.Empty(t, q.addedAfter(), "no timed requeue: the resync retries")
+				require.Empty(t, q.AddedAfter(), "no timed requeue: the resync retries")
 			}
 
 			// Once per change: the same conflict again emits no event.

@@ -3,7 +3,6 @@ package workload
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,8 +27,8 @@ import (
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/jobs"
-	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/credentials"
 	captffake "github.com/captf/captf/pkg/generated/clientset/versioned/fake"
@@ -231,30 +230,11 @@ func (a action) String() string {
 	return s + " " + a.name
 }
 
-// recordingQueue records AddAfter calls; its queue runs on the fake clock.
-type recordingQueue struct {
-	loop.Queue
-	mu     sync.Mutex
-	afters []after
-}
-
-type after struct {
-	key   cache.ObjectName
-	delay time.Duration
-}
-
-func (q *recordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
-	q.mu.Lock()
-	q.afters = append(q.afters, after{key, d})
-	q.mu.Unlock()
-	q.Queue.AddAfter(key, d)
-}
-
-func (q *recordingQueue) addedAfter() []after {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return append([]after(nil), q.afters...)
-}
+// recordingQueue and after are the shared test queue and its record.
+type (
+	recordingQueue = controllertest.RecordingQueue
+	after          = controllertest.After
+)
 
 type fixture struct {
 	t        *testing.T
@@ -559,14 +539,7 @@ func (f *fixture) popEvents() []string {
 }
 
 // eventReasons returns "Type Reason" of events.
-func eventReasons(events []string) []string {
-	out := make([]string, 0, len(events))
-	for _, e := range events {
-		parts := strings.SplitN(e, " ", 3)
-		out = append(out, parts[0]+" "+parts[1])
-	}
-	return out
-}
+var eventReasons = controllertest.EventReasons
 
 // statusWrites returns the statuses written through /status, in order.
 func (f *fixture) statusWrites() []*v1.WorkloadStatus {
@@ -682,13 +655,7 @@ func (f *fixture) checkNoSecretLeak() {
 		}
 	}
 	texts = append(texts, f.logs.String())
-	for _, secret := range f.secrets {
-		for _, s := range texts {
-			if i := strings.Index(s, secret); i >= 0 {
-				f.t.Errorf("X1: a credential value or its hash appears in %q", s[max(0, i-120):min(len(s), i+len(secret)+40)])
-			}
-		}
-	}
+	controllertest.RequireNoSecrets(f.t, f.secrets, texts)
 }
 
 // requireDeletePreconditions checks the Delete of a Secret carried the

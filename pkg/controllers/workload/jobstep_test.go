@@ -405,7 +405,7 @@ func TestSyncDeletingWaitsForDisallowedIdentity(t *testing.T) {
 	require.Contains(t, c.Message, v1.AnnotationAbandonInfrastructure+"="+string(c1.UID))
 	requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
 	key := cache.ObjectName{Namespace: testNS, Name: "c1"}
-	require.Equal(t, []after{{key, waitRequeue}}, f.queues[KindCluster].addedAfter())
+	require.Equal(t, []after{{Key: key, Delay: waitRequeue}}, f.queues[KindCluster].AddedAfter())
 	f.clock.Step(waitRequeue)
 	f.waitQueued(KindCluster, key)
 }
