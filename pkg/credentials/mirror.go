@@ -188,7 +188,7 @@ func (d MirrorDiff) String() string {
 // default.
 func CompareMirror(existing, desired *corev1.Secret) MirrorDiff {
 	return MirrorDiff{
-		Data:          !dataEqual(existing.Data, desired.Data),
+		Data:          dataDiffers(existing, desired),
 		SourceHash:    differs(existing.Annotations, desired.Annotations, v1alpha1.AnnotationSourceHash),
 		Identity:      differs(existing.Annotations, desired.Annotations, v1alpha1.AnnotationIdentity),
 		LabelMirrored: differs(existing.Labels, desired.Labels, v1alpha1.LabelMirrored),
@@ -204,6 +204,8 @@ func CompareMirror(existing, desired *corev1.Secret) MirrorDiff {
 // The data is copied, so the result never aliases desired.
 func ApplyDesired(existing, desired *corev1.Secret) *corev1.Secret {
 	out := existing.DeepCopy()
+	// Never write the cache's own bookkeeping back (B1).
+	delete(out.Annotations, CachedDataHashAnnotation)
 	out.Type = desired.Type
 	out.Data = copyData(desired.Data)
 	// StringData is write-only and would override Data on the server.
@@ -221,6 +223,15 @@ func copyData(data map[string][]byte) map[string][]byte {
 		out[k] = append([]byte{}, v...)
 	}
 	return out
+}
+
+// dataDiffers compares the data of existing, which may be a trimmed cache
+// copy (SPEC B1: compared by hash), with desired's.
+func dataDiffers(existing, desired *corev1.Secret) bool {
+	if hash, ok := cachedDataHash(existing); ok {
+		return hash != SourceHash(desired.Data)
+	}
+	return !dataEqual(existing.Data, desired.Data)
 }
 
 // dataEqual compares Secret data byte-wise; nil and empty maps, and nil and

@@ -37,9 +37,11 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/identity"
+	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/controllers/workload"
+	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	captfscheme "github.com/captf/captf/pkg/generated/clientset/versioned/scheme"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
@@ -98,6 +100,9 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	}
 	identities, err := identity.NewController(ctx, d.Kube, d.Captf, identity.Informers{
 		Identities: captf.TerraformClusterIdentities(),
+		Clusters:   captf.TerraformClusters(),
+		Machines:   captf.TerraformMachines(),
+		Pools:      captf.TerraformMachinePools(),
 		Namespaces: d.Informers.Core().V1().Namespaces(),
 		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
 		Jobs:       d.JobInformers.Batch().V1().Jobs(),
@@ -447,15 +452,30 @@ func newDeps(cfg *rest.Config, o *Options) (*Deps, error) {
 			lo.LabelSelector = label + "=" + v1alpha1.LabelTrue
 		})
 	}
+	// Any tenant can put the selected labels on its own Secrets and Jobs, so
+	// the caches keep no Secret data and no pod templates (SPEC B1): their
+	// size does not follow what tenants store.
 	return &Deps{
-		Options:         o,
-		Kube:            kube,
-		Captf:           captf,
-		Informers:       kubeinformers.NewSharedInformerFactory(kube, 0),
-		JobInformers:    kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, selector(v1alpha1.LabelManaged)),
-		MirrorInformers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, selector(v1alpha1.LabelMirrored)),
-		CaptfInformers:  captfinformers.NewSharedInformerFactory(captf, 0),
+		Options:   o,
+		Kube:      kube,
+		Captf:     captf,
+		Informers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithTransform(dropManagedFields)),
+		JobInformers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+			selector(v1alpha1.LabelManaged), kubeinformers.WithTransform(jobs.TrimForCache)),
+		MirrorInformers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
+			selector(v1alpha1.LabelMirrored), kubeinformers.WithTransform(credentials.TrimSecretForCache)),
+		CaptfInformers: captfinformers.NewSharedInformerFactoryWithOptions(captf, 0, captfinformers.WithTransform(dropManagedFields)),
 	}, nil
+}
+
+// dropManagedFields is the transform of the other informers: the manager
+// never reads managed fields, which are often the largest part of an
+// object's metadata.
+func dropManagedFields(obj interface{}) (interface{}, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // eventScheme knows the core and captf kinds, so events can reference both.

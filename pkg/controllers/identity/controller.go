@@ -23,6 +23,7 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -83,6 +84,11 @@ type Options struct {
 // Informers are the informers the controller reads.
 type Informers struct {
 	Identities captfinformers.TerraformClusterIdentityInformer
+	// Clusters, Machines and Pools tell which mirrors and Jobs belong to a
+	// live user of the identity (B2).
+	Clusters   captfinformers.TerraformClusterInformer
+	Machines   captfinformers.TerraformMachineInformer
+	Pools      captfinformers.TerraformMachinePoolInformer
 	Namespaces coreinformers.NamespaceInformer
 	// Mirrors must be restricted to captf.io/mirrored=true (M9).
 	Mirrors coreinformers.SecretInformer
@@ -100,7 +106,9 @@ type Controller struct {
 	namespaces    corelisters.NamespaceLister
 	mirrorIndexer cache.Indexer
 	jobIndexer    cache.Indexer
-	synced        []cache.InformerSynced
+	// resolver tells whether an owner reference names a live user (B2).
+	resolver *index.Resolver
+	synced   []cache.InformerSynced
 	// queue holds identity names.
 	queue loop.Queue
 	// source reads source Secrets uncached, shared with the workload controller.
@@ -131,6 +139,10 @@ func NewController(ctx context.Context, kube kubernetes.Interface, captf version
 func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, clk clock.Clock, opts Options) (*Controller, error) {
 	metrics.Register()
+	resolver, err := index.NewResolver(inf.Clusters, inf.Machines, inf.Pools)
+	if err != nil {
+		return nil, err
+	}
 	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
 		return nil, err
 	}
@@ -144,8 +156,10 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		namespaces:    inf.Namespaces.Lister(),
 		mirrorIndexer: inf.Mirrors.Informer().GetIndexer(),
 		jobIndexer:    inf.Jobs.Informer().GetIndexer(),
+		resolver:      resolver,
 		synced: []cache.InformerSynced{inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
-			inf.Mirrors.Informer().HasSynced, inf.Jobs.Informer().HasSynced},
+			inf.Mirrors.Informer().HasSynced, inf.Jobs.Informer().HasSynced,
+			inf.Clusters.Informer().HasSynced, inf.Machines.Informer().HasSynced, inf.Pools.Informer().HasSynced},
 		queue:         loop.NewQueue("terraformclusteridentity"),
 		source:        reader,
 		conflicts:     tracker,
@@ -273,7 +287,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	src, err := c.source.Get(ctx, c.source.Begin(), ref.Namespace, ref.Name)
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+		// B8: revocation never waits on the source.
+		readErr := fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+		return errors.Join(readErr, c.revokeDisallowed(ctx, identity))
 	}
 	hash := ""
 	var problem *credentials.SourceProblem
@@ -326,6 +342,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			continue
 		}
 		namespaces = append(namespaces, m.Namespace)
+		// B2: a look-alike without a live user stays in status.namespaces
+		// (S2, A4) but never counts as one of the identity's mirrors.
+		if live, err := c.hasLiveUser(m, name); err != nil {
+			return err
+		} else if !live {
+			continue
+		}
 		counts.Total++
 		switch {
 		case !found:
@@ -391,6 +414,16 @@ func (c *Controller) setRotation(identity *v1.TerraformClusterIdentity, found bo
 	for _, o := range objs {
 		j := o.(*batchv1.Job)
 		if jobs.Finished(j) || !found {
+			continue
+		}
+		// B2: only a Job a live user in an allowed namespace controls.
+		ref := metav1.GetControllerOfNoCopy(j)
+		if ref == nil || !c.allowed(identity, j.Namespace) {
+			continue
+		}
+		if live, err := c.resolver.LiveUser(j.Namespace, *ref, identity.Name); err != nil {
+			return err
+		} else if !live {
 			continue
 		}
 		if h := jobs.SourceHashOf(j); h != "" && h != hash {
@@ -480,6 +513,38 @@ func (c *Controller) allowed(identity *v1.TerraformClusterIdentity, namespace st
 		}
 		return n.Labels, true
 	})
+}
+
+// hasLiveUser reports whether mirror m has an owner reference to a live
+// user of identity (B2).
+func (c *Controller) hasLiveUser(m *corev1.Secret, identity string) (bool, error) {
+	for _, ref := range m.OwnerReferences {
+		live, err := c.resolver.LiveUser(m.Namespace, ref, identity)
+		if err != nil || live {
+			return live, err
+		}
+	}
+	return false, nil
+}
+
+// revokeDisallowed deletes identity's mirrors in namespaces it does not
+// allow (V5); it needs nothing from the source, so it runs when the source
+// cannot be read as well (B8).
+func (c *Controller) revokeDisallowed(ctx context.Context, identity *v1.TerraformClusterIdentity) error {
+	objs, err := c.mirrorIndexer.ByIndex(index.MirrorIdentity, identity.Name)
+	if err != nil {
+		return err
+	}
+	ref := identity.Spec.SecretRef
+	var errs []error
+	for _, o := range objs {
+		m := o.(*corev1.Secret)
+		if m.Name != credentials.MirrorName(identity.Name) || (m.Namespace == ref.Namespace && m.Name == ref.Name) || c.allowed(identity, m.Namespace) {
+			continue
+		}
+		errs = append(errs, c.deleteMirror(ctx, m, "TerraformClusterIdentity "+identity.Name+" no longer allows the namespace"))
+	}
+	return errors.Join(errs...)
 }
 
 // removeAll deletes every mirror of an identity that is gone (V5).

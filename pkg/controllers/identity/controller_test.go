@@ -262,6 +262,7 @@ func TestSyncNamespacesBounded(t *testing.T) {
 	for i := range maxNamespaces + 5 {
 		m := newMirror(identityName, fmt.Sprintf("ns-%04d", i), sourceData())
 		require.NoError(t, idx.Add(m))
+		f.seedUser(m.Namespace, m.OwnerReferences[0], identityName) // B2: counted with a live user
 	}
 
 	require.NoError(t, f.sync(identityName))

@@ -143,6 +143,9 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	cinf := captfinformers.NewSharedInformerFactory(f.captf, 0).Infrastructure().V1alpha1()
 	f.inf = Informers{
 		Identities: cinf.TerraformClusterIdentities(),
+		Clusters:   cinf.TerraformClusters(),
+		Machines:   cinf.TerraformMachines(),
+		Pools:      cinf.TerraformMachinePools(),
 		Namespaces: kinf.Core().V1().Namespaces(),
 		Mirrors:    mirrors.Core().V1().Secrets(),
 		Jobs:       kinf.Batch().V1().Jobs(),
@@ -193,11 +196,22 @@ func (f *fixture) seed(objs ...runtime.Object) {
 		case *corev1.Secret:
 			if x.Labels[v1.LabelMirrored] == v1.LabelTrue {
 				idx = f.inf.Mirrors.Informer().GetIndexer()
+				// B2: a mirror counts only with a live user; seed the
+				// clusters its owner references name, using its identity.
+				for _, ref := range x.OwnerReferences {
+					f.seedUser(x.Namespace, ref, x.Annotations[v1.AnnotationIdentity])
+				}
 			}
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		case *batchv1.Job:
 			idx = f.inf.Jobs.Informer().GetIndexer()
+			if ref := metav1.GetControllerOf(x); ref != nil {
+				f.seedUser(x.Namespace, *ref, x.Annotations[v1.AnnotationIdentity])
+			}
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
+		case *v1.TerraformCluster:
+			idx = f.inf.Clusters.Informer().GetIndexer()
+			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
 		default:
 			f.t.Fatalf("cannot seed %T", o)
 		}
@@ -205,6 +219,24 @@ func (f *fixture) seed(objs ...runtime.Object) {
 			require.NoError(f.t, idx.Add(o.DeepCopyObject()))
 		}
 	}
+}
+
+// seedUser adds the TerraformCluster that ref names in namespace, using
+// identity, unless the cache holds it already (SPEC B2: the identity counts
+// only mirrors and Jobs of live users). Other kinds are not seeded: a test
+// that needs them seeds them itself.
+func (f *fixture) seedUser(namespace string, ref metav1.OwnerReference, identity string) {
+	f.t.Helper()
+	if ref.Kind != v1.KindTerraformCluster || identity == "" {
+		return
+	}
+	if _, ok, _ := f.inf.Clusters.Informer().GetIndexer().GetByKey(namespace + "/" + ref.Name); ok {
+		return
+	}
+	f.seed(&v1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ref.Name, UID: ref.UID},
+		Spec:       v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: identity}},
+	})
 }
 
 // catchUp makes the identity and mirror informers hold what the fake API

@@ -9,6 +9,7 @@ package index
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -306,6 +307,37 @@ func (r *Resolver) Users(identity string) ([]Ref, error) {
 		return out[i].Name < out[j].Name
 	})
 	return out, nil
+}
+
+// LiveUser reports whether ref, an owner reference found on an object in
+// namespace, names a workload object the caches hold with ref's UID that
+// resolves to identity (SPEC B2: only the manager's own users count, not a
+// reference a tenant wrote).
+func (r *Resolver) LiveUser(namespace string, ref metav1.OwnerReference, identity string) (bool, error) {
+	if group, _, _ := strings.Cut(ref.APIVersion, "/"); group != v1.GroupName {
+		return false, nil
+	}
+	var idx cache.Indexer
+	switch ref.Kind {
+	case v1.KindTerraformCluster:
+		idx = r.ClusterIndexer
+	case v1.KindTerraformMachine:
+		idx = r.MachineIndexer
+	case v1.KindTerraformMachinePool:
+		idx = r.PoolIndexer
+	default:
+		return false, nil
+	}
+	o, ok, err := idx.GetByKey(namespace + "/" + ref.Name)
+	if err != nil || !ok {
+		return false, err
+	}
+	m := o.(metav1.Object)
+	if m.GetUID() != ref.UID {
+		return false, nil
+	}
+	got, err := r.IdentityOf(m)
+	return got == identity, err
 }
 
 func kindOf(o metav1.Object) string {

@@ -184,17 +184,17 @@ func (c *Controller) usersIn(identity string, self *workload) ([]owner, error) {
 // ensureMirror makes the namespace's mirror of identity carry data, the
 // labels and annotations of M3, and every user's owner reference (M5). It
 // writes only when something differs (M6), never touches a foreign Secret
-// (M7), and retries conflicts from a fresh uncached read so concurrent
-// writers never lose each other's references. It sets CredentialsMirrored
-// and returns the source hash.
+// (M7), rewrites a mirror only from an uncached read of it (B1), and retries
+// conflicts from a fresh read so concurrent writers never lose each other's
+// references. It sets CredentialsMirrored: True only when the mirror is
+// current, MirrorFailed on every failed write (B8). It returns the source
+// hash.
 func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity string, data map[string][]byte) (string, error) {
-	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
 	ns := w.obj.GetNamespace()
 	desired := credentials.DesiredMirror(identity, ns, data)
 	hash := desired.Annotations[v1.AnnotationSourceHash]
 	name := desired.Name
-	secrets := c.kube.CoreV1().Secrets(ns)
 	before := w.status.DeepCopy()
 	defer func() {
 		if conditionChanged(before.Conditions, w, v1.ConditionCredentialsMirrored) {
@@ -203,10 +203,17 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 			}
 		}
 	}()
+	failed := func(format string, args ...any) {
+		setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed, format, args...)
+	}
 
 	users, err := c.usersIn(identity, w)
 	if err != nil {
 		return hash, err
+	}
+	refs := make([]metav1.OwnerReference, len(users))
+	for i, u := range users {
+		refs[i] = u.ref
 	}
 	existing, err := c.mirrors.Secrets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -215,98 +222,102 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 		return hash, err
 	}
 
+	fresh := false
 	for attempt := 1; ; attempt++ {
-		if existing == nil {
-			obj := desired.DeepCopy()
-			for _, u := range users {
-				obj.OwnerReferences, _, _ = credentials.EnsureOwnerReference(obj.OwnerReferences, u.ref)
+		plan := credentials.PlanMirror(existing, desired, refs)
+		if plan.Action == credentials.MirrorUpdate && !fresh {
+			// B1: the cache holds no data; rewrite only what the API server
+			// has now.
+			if existing, err = c.freshMirror(ctx, ns, name); err != nil {
+				failed("reading mirror Secret %s: %v", name, err)
+				return hash, fmt.Errorf("reading mirror %s/%s: %w", ns, name, err)
 			}
-			created, err := secrets.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
-			switch {
-			case err == nil:
-				c.echoes.wrote(cache.ObjectName{Namespace: ns, Name: name}, created.ResourceVersion)
-				metrics.MirrorWrites.WithLabelValues(metrics.WriteCreated).Inc()
-				logger.V(2).Info("Created mirror", "mirror", klog.KRef(ns, name), "identity", identity, "owners", len(users))
-				c.normal(w, v1.EventMirrorCreated, "Created mirror Secret %s of TerraformClusterIdentity %s", name, identity)
-				c.mirrored(w, now, identity, name)
-				return hash, nil
-			case apierrors.IsAlreadyExists(err):
-				// A Secret the informer cannot see (a foreign one, M7) or
-				// has not seen yet (a concurrent writer won the create).
-				metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
-				if existing, err = c.freshMirror(ctx, ns, name); err != nil {
-					return hash, err
-				}
-				if existing == nil {
-					// Deleted between the create and the read: try again,
-					// boundedly.
-					if attempt >= maxWriteAttempts {
-						return hash, fmt.Errorf("mirror %s/%s keeps appearing and disappearing; retrying later", ns, name)
-					}
-					continue
-				}
-			case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-				setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed,
-					"namespace %s is terminating: no mirror can be created in it", ns)
-				metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
-				return hash, nil
-			default:
-				metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
-				setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed, "creating mirror Secret %s: %v", name, err)
-				return hash, fmt.Errorf("creating mirror %s/%s: %w", ns, name, err)
-			}
+			fresh = true
+			continue
 		}
-
-		if why := credentials.ForeignReason(existing, identity); why != "" {
+		switch plan.Action {
+		case credentials.MirrorCurrent:
+			c.mirrored(w, now, identity, name)
+			return hash, nil
+		case credentials.MirrorForeign:
 			// M7: never modified; retried at the sync period, not hot.
 			metrics.MirrorWrites.WithLabelValues(metrics.WriteRefused).Inc()
 			c.conflicts.Set(identity, ns, true)
-			setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed,
-				"Secret %s/%s %s, so captf will not overwrite it: rename or delete it and the mirror is created on the next reconcile", ns, name, why)
+			failed("Secret %s/%s %s, so captf will not overwrite it: rename or delete it and the mirror is created on the next reconcile", ns, name, plan.Foreign)
 			return hash, nil
-		}
-		if existing.DeletionTimestamp != nil {
+		case credentials.MirrorDeleting:
+			setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending, "mirror Secret %s is being deleted; it is created again once it is gone", name)
 			return hash, fmt.Errorf("mirror %s/%s is being deleted; retrying", ns, name)
 		}
-
-		refs := existing.OwnerReferences
-		var repaired []owner
-		for _, u := range users {
-			var replaced bool
-			refs, _, replaced = credentials.EnsureOwnerReference(refs, u.ref)
-			if replaced {
-				repaired = append(repaired, u)
-			}
-		}
-		diff := credentials.CompareMirror(existing, desired)
-		if !diff.Any() && len(refs) == len(existing.OwnerReferences) && len(repaired) == 0 {
+		err := c.writeMirror(ctx, w, identity, plan, users)
+		if err == nil {
 			c.mirrored(w, now, identity, name)
 			return hash, nil
 		}
-		updated := credentials.ApplyDesired(existing, desired)
-		updated.OwnerReferences = refs
-		stored, err := secrets.Update(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+		retry := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 		switch {
-		case err == nil:
-			c.echoes.wrote(cache.ObjectName{Namespace: ns, Name: name}, stored.ResourceVersion)
-			metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
-			logger.V(2).Info("Updated mirror", "mirror", klog.KRef(ns, name), "identity", identity, "changed", diff.String(), "owners", len(refs))
-			for _, u := range repaired {
-				c.recorder.Eventf(u.obj, corev1.EventTypeNormal, v1.EventOwnerReferenceRepaired,
-					"Replaced an owner reference with an older UID on mirror Secret %s", name)
-			}
-			c.mirrored(w, now, identity, name)
-			return hash, nil
-		case (apierrors.IsConflict(err) || apierrors.IsNotFound(err)) && attempt < maxWriteAttempts:
+		case retry && attempt < maxWriteAttempts:
 			metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
 			if existing, err = c.freshMirror(ctx, ns, name); err != nil {
-				return hash, err
+				failed("reading mirror Secret %s: %v", name, err)
+				return hash, fmt.Errorf("reading mirror %s/%s: %w", ns, name, err)
 			}
+			fresh = true
+		case retry:
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+			failed("mirror Secret %s kept changing under %d attempts to write it; retrying", name, attempt)
+			return hash, fmt.Errorf("writing mirror %s/%s: %w", ns, name, err)
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+			failed("namespace %s is terminating: no mirror can be created in it", ns)
+			return hash, nil
+		case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+			// Immutable, refused by admission or RBAC: a hot retry cannot
+			// help; the sync period (R2) tries again (B8).
+			metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
+			failed("%s mirror Secret %s failed: %v", plan.Action, name, err)
+			return hash, nil
 		default:
 			metrics.MirrorWrites.WithLabelValues(metrics.WriteError).Inc()
-			return hash, fmt.Errorf("updating mirror %s/%s: %w", ns, name, err)
+			failed("%s mirror Secret %s failed: %v", plan.Action, name, err)
+			return hash, fmt.Errorf("writing mirror %s/%s: %w", ns, name, err)
 		}
 	}
+}
+
+// writeMirror creates or updates the mirror as plan says, and on success
+// records the echo, the metric, the log line and the events of the write.
+func (c *Controller) writeMirror(ctx context.Context, w *workload, identity string, plan credentials.MirrorPlan, users []owner) error {
+	secrets := c.kube.CoreV1().Secrets(plan.Secret.Namespace)
+	var stored *corev1.Secret
+	var err error
+	result := metrics.WriteCreated
+	if plan.Action == credentials.MirrorCreate {
+		stored, err = secrets.Create(ctx, plan.Secret, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		result = metrics.WriteUpdated
+		stored, err = secrets.Update(ctx, plan.Secret, metav1.UpdateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
+		return err
+	}
+	key := cache.ObjectName{Namespace: stored.Namespace, Name: stored.Name}
+	c.echoes.wrote(key, stored.ResourceVersion)
+	metrics.MirrorWrites.WithLabelValues(result).Inc()
+	klog.FromContext(ctx).V(2).Info("Wrote mirror", "mirror", klog.KObj(stored), "action", plan.Action, "identity", identity,
+		"changed", plan.Diff.String(), "owners", len(stored.OwnerReferences))
+	if plan.Action == credentials.MirrorCreate {
+		c.normal(w, v1.EventMirrorCreated, "Created mirror Secret %s of TerraformClusterIdentity %s", stored.Name, identity)
+	}
+	for _, ref := range plan.Repaired {
+		for _, u := range users {
+			if u.ref.UID == ref.UID {
+				c.recorder.Eventf(u.obj, corev1.EventTypeNormal, v1.EventOwnerReferenceRepaired,
+					"Replaced an owner reference with an older UID on mirror Secret %s", stored.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // mirrored records a current mirror.
@@ -321,6 +332,10 @@ func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.
 	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
+	}
+	if s != nil {
+		// Only the cache's trimmed copies may carry it (B1).
+		delete(s.Annotations, credentials.CachedDataHashAnnotation)
 	}
 	return s, err
 }

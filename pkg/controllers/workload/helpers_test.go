@@ -385,9 +385,24 @@ func (f *fixture) seed(objs ...runtime.Object) {
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		}
 		if idx != nil {
-			require.NoError(f.t, idx.Add(o.DeepCopyObject()))
+			require.NoError(f.t, idx.Add(cached(o.DeepCopyObject())))
 		}
 	}
+}
+
+// cached returns obj as the manager's informers hold it: Secrets without
+// data and Jobs without a pod template (SPEC B1).
+func cached(obj runtime.Object) runtime.Object {
+	var out interface{}
+	switch obj.(type) {
+	case *corev1.Secret:
+		out, _ = credentials.TrimSecretForCache(obj)
+	case *batchv1.Job:
+		out, _ = jobs.TrimForCache(obj)
+	default:
+		return obj
+	}
+	return out.(runtime.Object)
 }
 
 // seedHidden adds a Secret to the API server only: a foreign Secret the
@@ -405,7 +420,7 @@ func (f *fixture) catchUp() {
 	replace := func(idx cache.Indexer, items []runtime.Object) {
 		objs := make([]interface{}, 0, len(items))
 		for _, o := range items {
-			objs = append(objs, o)
+			objs = append(objs, cached(o))
 		}
 		require.NoError(f.t, idx.Replace(objs, ""))
 	}

@@ -42,3 +42,11 @@ const LabelTrue = "true"
 
 // MirrorNamePrefix starts every mirror's name (SPEC M1).
 const MirrorNamePrefix = "captf-creds-"
+
+// Kind names, defined once for every package that names them.
+const (
+	KindTerraformClusterIdentity = "TerraformClusterIdentity"
+	KindTerraformCluster         = "TerraformCluster"
+	KindTerraformMachine         = "TerraformMachine"
+	KindTerraformMachinePool     = "TerraformMachinePool"
+)
