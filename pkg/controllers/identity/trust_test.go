@@ -125,4 +125,3 @@ func TestSyncRevokesWhenSourceUnreadable(t *testing.T) {
 	require.Equal(t, map[string]types.UID{"ns-unlisted/" + mirrorName: revoked.UID}, f.deletes())
 	require.NotNil(t, f.storedSecret("ns-listed", mirrorName), "an allowed namespace keeps its mirror")
 }
-
