@@ -10,13 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 // SourceProblem says why a source Secret may not be used (SPEC C1-C3).
 type SourceProblem struct {
 	// Reason is SourceRefused, NotOptedIn or CredentialsIncomplete.
-	Reason v1.ConditionReason
+	Reason v1alpha1.ConditionReason
 	// Message names the Secret, the rule and what to do; never a value.
 	Message string
 }
@@ -26,7 +26,7 @@ type SourceProblem struct {
 // missing required key (C3) only stops new Jobs; the mirrors keep the data
 // they have so that running Jobs keep their files.
 func (p *SourceProblem) RevokesMirrors() bool {
-	return p != nil && p.Reason != v1.ReasonCredentialsIncomplete
+	return p != nil && p.Reason != v1alpha1.ReasonCredentialsIncomplete
 }
 
 // CheckSource applies the rules of SPEC section 14 to the source Secret of
@@ -36,27 +36,27 @@ func CheckSource(src *corev1.Secret, identity string, requiredKeys []string, req
 	ref := src.Namespace + "/" + src.Name
 	// C2: never a mirror (which would chain identities and launder access)
 	// nor a service-account token (a Kubernetes credential, not a cloud one).
-	if src.Labels[v1.LabelMirrored] == v1.LabelTrue {
-		return &SourceProblem{v1.ReasonSourceRefused, fmt.Sprintf(
+	if src.Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
+		return &SourceProblem{v1alpha1.ReasonSourceRefused, fmt.Sprintf(
 			"Secret %s is a captf mirror (label %s=true) and cannot be a source: point spec.secretRef at the Secret it mirrors",
-			ref, v1.LabelMirrored)}
+			ref, v1alpha1.LabelMirrored)}
 	}
 	if src.Type == corev1.SecretTypeServiceAccountToken {
-		return &SourceProblem{v1.ReasonSourceRefused, fmt.Sprintf(
+		return &SourceProblem{v1alpha1.ReasonSourceRefused, fmt.Sprintf(
 			"Secret %s is a service-account token (type %s) and cannot be a source: put the cloud credential in an Opaque Secret instead",
 			ref, corev1.SecretTypeServiceAccountToken)}
 	}
 	// C1: the Secret's owner must consent, for this identity.
 	if requireConsent {
-		if src.Labels[v1.LabelCredential] != v1.LabelTrue {
-			return &SourceProblem{v1.ReasonNotOptedIn, fmt.Sprintf(
+		if src.Labels[v1alpha1.LabelCredential] != v1alpha1.LabelTrue {
+			return &SourceProblem{v1alpha1.ReasonNotOptedIn, fmt.Sprintf(
 				"Secret %s does not carry the label %s=true: its owner has not consented to its use (--require-source-consent); the owner adds the label and lists %s in annotation %s",
-				ref, v1.LabelCredential, identity, v1.AnnotationCredentialIdentities)}
+				ref, v1alpha1.LabelCredential, identity, v1alpha1.AnnotationCredentialIdentities)}
 		}
-		if !ConsentsTo(src.Annotations[v1.AnnotationCredentialIdentities], identity) {
-			return &SourceProblem{v1.ReasonNotOptedIn, fmt.Sprintf(
+		if !ConsentsTo(src.Annotations[v1alpha1.AnnotationCredentialIdentities], identity) {
+			return &SourceProblem{v1alpha1.ReasonNotOptedIn, fmt.Sprintf(
 				"Secret %s does not list TerraformClusterIdentity %s in annotation %s (comma-separated names, or *): its owner has not consented to this identity",
-				ref, identity, v1.AnnotationCredentialIdentities)}
+				ref, identity, v1alpha1.AnnotationCredentialIdentities)}
 		}
 	}
 	// C3: every required key present (an empty value counts).
@@ -68,7 +68,7 @@ func CheckSource(src *corev1.Secret, identity string, requiredKeys []string, req
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return &SourceProblem{v1.ReasonCredentialsIncomplete, fmt.Sprintf(
+		return &SourceProblem{v1alpha1.ReasonCredentialsIncomplete, fmt.Sprintf(
 			"Secret %s lacks required keys %s (spec.requiredKeys): no Job starts until they exist", ref, strings.Join(missing, ", "))}
 	}
 	return nil

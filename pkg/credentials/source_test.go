@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 const value = "c4-S3CRET-value"
@@ -27,8 +27,8 @@ func secret(mutate func(*corev1.Secret)) *corev1.Secret {
 
 func consent(ids string) func(*corev1.Secret) {
 	return func(s *corev1.Secret) {
-		s.Labels = map[string]string{v1.LabelCredential: "true"}
-		s.Annotations = map[string]string{v1.AnnotationCredentialIdentities: ids}
+		s.Labels = map[string]string{v1alpha1.LabelCredential: "true"}
+		s.Annotations = map[string]string{v1alpha1.AnnotationCredentialIdentities: ids}
 	}
 }
 
@@ -38,34 +38,34 @@ func TestCheckSource(t *testing.T) {
 		src      *corev1.Secret
 		consent  bool
 		required []string
-		want     v1.ConditionReason // "" means usable
+		want     v1alpha1.ConditionReason // "" means usable
 		revokes  bool
 		msg      string
 	}{
 		{name: "plain Secret, consent off", src: secret(nil)},
-		{name: "C2 a mirror is refused", src: secret(func(s *corev1.Secret) { s.Labels = map[string]string{v1.LabelMirrored: "true"} }),
-			want: v1.ReasonSourceRefused, revokes: true, msg: "creds/cloud is a captf mirror"},
+		{name: "C2 a mirror is refused", src: secret(func(s *corev1.Secret) { s.Labels = map[string]string{v1alpha1.LabelMirrored: "true"} }),
+			want: v1alpha1.ReasonSourceRefused, revokes: true, msg: "creds/cloud is a captf mirror"},
 		{name: "C2 a mirror is refused even with consent", consent: true,
-			src:  secret(func(s *corev1.Secret) { consent("*")(s); s.Labels[v1.LabelMirrored] = "true" }),
-			want: v1.ReasonSourceRefused, revokes: true},
+			src:  secret(func(s *corev1.Secret) { consent("*")(s); s.Labels[v1alpha1.LabelMirrored] = "true" }),
+			want: v1alpha1.ReasonSourceRefused, revokes: true},
 		{name: "C2 a service-account token is refused", src: secret(func(s *corev1.Secret) { s.Type = corev1.SecretTypeServiceAccountToken }),
-			want: v1.ReasonSourceRefused, revokes: true, msg: "service-account token"},
-		{name: "C1 no label", consent: true, src: secret(nil), want: v1.ReasonNotOptedIn, revokes: true, msg: "label captf.io/credential=true"},
+			want: v1alpha1.ReasonSourceRefused, revokes: true, msg: "service-account token"},
+		{name: "C1 no label", consent: true, src: secret(nil), want: v1alpha1.ReasonNotOptedIn, revokes: true, msg: "label captf.io/credential=true"},
 		{name: "C1 label without the annotation", consent: true,
-			src:  secret(func(s *corev1.Secret) { s.Labels = map[string]string{v1.LabelCredential: "true"} }),
-			want: v1.ReasonNotOptedIn, revokes: true, msg: "does not list TerraformClusterIdentity aws"},
-		{name: "C1 annotation names others", consent: true, src: secret(consent("gcp, azure")), want: v1.ReasonNotOptedIn, revokes: true},
+			src:  secret(func(s *corev1.Secret) { s.Labels = map[string]string{v1alpha1.LabelCredential: "true"} }),
+			want: v1alpha1.ReasonNotOptedIn, revokes: true, msg: "does not list TerraformClusterIdentity aws"},
+		{name: "C1 annotation names others", consent: true, src: secret(consent("gcp, azure")), want: v1alpha1.ReasonNotOptedIn, revokes: true},
 		{name: "C1 annotation names it among others", consent: true, src: secret(consent("gcp, aws"))},
 		{name: "C1 star", consent: true, src: secret(consent("*"))},
 		{name: "C1 label false", consent: true,
-			src:  secret(func(s *corev1.Secret) { consent("aws")(s); s.Labels[v1.LabelCredential] = "false" }),
-			want: v1.ReasonNotOptedIn, revokes: true},
+			src:  secret(func(s *corev1.Secret) { consent("aws")(s); s.Labels[v1alpha1.LabelCredential] = "false" }),
+			want: v1alpha1.ReasonNotOptedIn, revokes: true},
 		{name: "C1 off ignores missing consent", src: secret(consent("gcp"))},
 		{name: "C3 all required keys present", src: secret(nil), required: []string{"AWS_ACCESS_KEY_ID"}},
 		{name: "C3 an empty value counts as present", required: []string{"EMPTY"},
 			src: secret(func(s *corev1.Secret) { s.Data["EMPTY"] = nil })},
 		{name: "C3 missing keys are named, sorted", src: secret(nil), required: []string{"Z_KEY", "AWS_ACCESS_KEY_ID", "A_KEY"},
-			want: v1.ReasonCredentialsIncomplete, msg: "lacks required keys A_KEY, Z_KEY"},
+			want: v1alpha1.ReasonCredentialsIncomplete, msg: "lacks required keys A_KEY, Z_KEY"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := CheckSource(tc.src, "aws", tc.required, tc.consent)
@@ -134,9 +134,9 @@ func TestForeignReason(t *testing.T) {
 		want   string
 	}{
 		{"ours", func(*corev1.Secret) {}, ""},
-		{"no label", func(s *corev1.Secret) { delete(s.Labels, v1.LabelMirrored) }, "without the label"},
-		{"no annotation", func(s *corev1.Secret) { delete(s.Annotations, v1.AnnotationIdentity) }, "no captf.io/identity annotation"},
-		{"other identity", func(s *corev1.Secret) { s.Annotations[v1.AnnotationIdentity] = "gcp" }, "mirror of TerraformClusterIdentity gcp"},
+		{"no label", func(s *corev1.Secret) { delete(s.Labels, v1alpha1.LabelMirrored) }, "without the label"},
+		{"no annotation", func(s *corev1.Secret) { delete(s.Annotations, v1alpha1.AnnotationIdentity) }, "no captf.io/identity annotation"},
+		{"other identity", func(s *corev1.Secret) { s.Annotations[v1alpha1.AnnotationIdentity] = "gcp" }, "mirror of TerraformClusterIdentity gcp"},
 		{"not Opaque", func(s *corev1.Secret) { s.Type = corev1.SecretTypeDockerConfigJson }, "not Opaque"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -20,13 +20,13 @@ func TestSharedPlan(t *testing.T) {
 	if len(nss) != 100 || len(ids) != 10 || len(objs) != 2000 {
 		t.Fatalf("plan sizes %d %d %d", len(nss), len(ids), len(objs))
 	}
-	clusters := map[string]*v1.TerraformCluster{}
+	clusters := map[string]*v1alpha1.TerraformCluster{}
 	for _, o := range objs {
 		if o.kind == kindCluster {
-			c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name},
-				Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: o.own}}}
+			c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name},
+				Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: o.own}}}
 			if o.defaults != "" {
-				c.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: &v1.IdentityReference{Name: o.defaults}}
+				c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: &v1alpha1.IdentityReference{Name: o.defaults}}
 			}
 			clusters[o.ns+"/"+o.name] = c
 		}
@@ -41,9 +41,9 @@ func TestSharedPlan(t *testing.T) {
 			}
 			continue
 		}
-		var own *v1.IdentityReference
+		var own *v1alpha1.IdentityReference
 		if o.own != "" {
-			own = &v1.IdentityReference{Name: o.own}
+			own = &v1alpha1.IdentityReference{Name: o.own}
 		}
 		got, src := credentials.MemberIdentity(own, clusters[o.ns+"/"+o.cluster])
 		sources[src]++
@@ -61,11 +61,11 @@ func TestSharedPlan(t *testing.T) {
 
 type fakeView struct {
 	mirrors  map[string]*corev1.Secret
-	statuses map[string]*v1.WorkloadStatus
+	statuses map[string]*v1alpha1.WorkloadStatus
 }
 
 func (f fakeView) mirror(ns, name string) *corev1.Secret { return f.mirrors[ns+"/"+name] }
-func (f fakeView) status(kind, ns, name string) *v1.WorkloadStatus {
+func (f fakeView) status(kind, ns, name string) *v1alpha1.WorkloadStatus {
 	return f.statuses[kind+"/"+ns+"/"+name]
 }
 
@@ -75,19 +75,19 @@ func TestCheckShared(t *testing.T) {
 	nss, ids, objs := sharedPlan(10, 1, 2)
 	hashes := map[string]string{ids[0]: "h0", ids[1]: "h1"}
 	expected := map[string]map[string][]*sharedObj{}
-	v := fakeView{mirrors: map[string]*corev1.Secret{}, statuses: map[string]*v1.WorkloadStatus{}}
+	v := fakeView{mirrors: map[string]*corev1.Secret{}, statuses: map[string]*v1alpha1.WorkloadStatus{}}
 	for i, o := range objs {
 		o.uid = types.UID(fmt.Sprint("uid-", i))
 		if expected[o.ns] == nil {
 			expected[o.ns] = map[string][]*sharedObj{}
 		}
 		expected[o.ns][o.want] = append(expected[o.ns][o.want], o)
-		v.statuses[o.kind+"/"+o.ns+"/"+o.name] = &v1.WorkloadStatus{Identity: o.want, Conditions: []metav1.Condition{
-			{Type: string(v1.ConditionCredentialsMirrored), Status: metav1.ConditionTrue}}}
+		v.statuses[o.kind+"/"+o.ns+"/"+o.name] = &v1alpha1.WorkloadStatus{Identity: o.want, Conditions: []metav1.Condition{
+			{Type: string(v1alpha1.ConditionCredentialsMirrored), Status: metav1.ConditionTrue}}}
 	}
 	for id, users := range expected[nss[0]] {
 		m := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: nss[0], Name: credentials.MirrorName(id),
-			Annotations: map[string]string{v1.AnnotationSourceHash: hashes[id]}}}
+			Annotations: map[string]string{v1alpha1.AnnotationSourceHash: hashes[id]}}}
 		for _, u := range users {
 			m.OwnerReferences = append(m.OwnerReferences, metav1.OwnerReference{Kind: u.kind, Name: u.name, UID: u.uid})
 		}
@@ -114,11 +114,11 @@ func TestCheckShared(t *testing.T) {
 		t.Errorf("an extra owner reference: %v", p)
 	}
 	m.OwnerReferences = m.OwnerReferences[:len(m.OwnerReferences)-1]
-	m.Annotations[v1.AnnotationSourceHash] = "old"
+	m.Annotations[v1alpha1.AnnotationSourceHash] = "old"
 	if p := b.checkShared(objs, nss, ids, expected, hashes, v); len(p) != 1 || !strings.Contains(p[0], "stale") {
 		t.Errorf("a stale mirror: %v", p)
 	}
-	m.Annotations[v1.AnnotationSourceHash] = hashes[ids[0]]
+	m.Annotations[v1alpha1.AnnotationSourceHash] = hashes[ids[0]]
 	v.statuses[objs[0].kind+"/"+objs[0].ns+"/"+objs[0].name].Conditions[0].Status = metav1.ConditionFalse
 	if p := b.checkShared(objs, nss, ids, expected, hashes, v); len(p) != 1 || !strings.Contains(p[0], "CredentialsMirrored=False") {
 		t.Errorf("an object not mirrored: %v", p)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -57,7 +57,7 @@ func (b *bench) fanout(ctx context.Context) error {
 	if err := b.createSource(ctx, fleetSource, data); err != nil {
 		return err
 	}
-	if err := b.createIdentity(ctx, fleetIdentity, fleetSource, &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}); err != nil {
+	if err := b.createIdentity(ctx, fleetIdentity, fleetSource, &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}); err != nil {
 		return err
 	}
 	if err := b.createNamespaces(ctx, f.namespaces, nil); err != nil {
@@ -87,8 +87,8 @@ func (b *bench) fanout(ctx context.Context) error {
 	first := time.Now()
 	err = parallel(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
 		ns := f.namespaces[i]
-		c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleetCluster},
-			Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: fleetIdentity}}}
+		c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleetCluster},
+			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: fleetIdentity}}}
 		out, err := b.e.captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
 		if err != nil {
 			return err
@@ -159,7 +159,7 @@ func (b *bench) fleetConverged(f *fleet) (bool, string) {
 			if example == "" {
 				example = "no mirror in " + ns
 			}
-		case m.Annotations[v1.AnnotationSourceHash] != f.hash || !credentials.HasOwnerReference(m.OwnerReferences, f.uids[ns]):
+		case m.Annotations[v1alpha1.AnnotationSourceHash] != f.hash || !credentials.HasOwnerReference(m.OwnerReferences, f.uids[ns]):
 			stale++
 		}
 		if s := b.t.status(kindCluster, ns, fleetCluster); !mirrored(s) {
@@ -188,7 +188,7 @@ func (b *bench) verifyFleet(ctx context.Context, f *fleet) []string {
 	if err != nil {
 		return []string{"listing clusters: " + err.Error()}
 	}
-	status := map[string]*v1.WorkloadStatus{}
+	status := map[string]*v1alpha1.WorkloadStatus{}
 	for i := range clusters.Items {
 		c := &clusters.Items[i]
 		status[c.Namespace+"/"+c.Name] = &c.Status
@@ -199,8 +199,8 @@ func (b *bench) verifyFleet(ctx context.Context, f *fleet) []string {
 		switch {
 		case m == nil:
 			problems = append(problems, "no mirror in "+ns)
-		case m.Annotations[v1.AnnotationSourceHash] != f.hash:
-			problems = append(problems, fmt.Sprintf("mirror %s/%s carries hash %.12s, want %.12s", ns, m.Name, m.Annotations[v1.AnnotationSourceHash], f.hash))
+		case m.Annotations[v1alpha1.AnnotationSourceHash] != f.hash:
+			problems = append(problems, fmt.Sprintf("mirror %s/%s carries hash %.12s, want %.12s", ns, m.Name, m.Annotations[v1alpha1.AnnotationSourceHash], f.hash))
 		case len(m.OwnerReferences) != 1 || m.OwnerReferences[0].UID != f.uids[ns] || m.OwnerReferences[0].Kind != kindCluster:
 			problems = append(problems, fmt.Sprintf("mirror %s/%s has owners %s, want exactly %s/%s", ns, m.Name, describeOwners(m.OwnerReferences), kindCluster, fleetCluster))
 		}

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -166,10 +166,10 @@ func (b *bench) setSource(ctx context.Context, name string, data map[string][]by
 }
 
 // createIdentity creates an identity (or replaces its spec).
-func (b *bench) createIdentity(ctx context.Context, name, source string, allowed *v1.AllowedNamespaces) error {
+func (b *bench) createIdentity(ctx context.Context, name, source string, allowed *v1alpha1.AllowedNamespaces) error {
 	api := b.e.captf.InfrastructureV1alpha1().TerraformClusterIdentities()
-	id := &v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.TerraformClusterIdentitySpec{SecretRef: v1.SecretReference{Namespace: credsNamespace, Name: source}, AllowedNamespaces: allowed}}
+	id := &v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{SecretRef: v1alpha1.SecretReference{Namespace: credsNamespace, Name: source}, AllowedNamespaces: allowed}}
 	_, err := api.Create(ctx, id, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		old, err := api.Get(ctx, name, metav1.GetOptions{})
@@ -253,7 +253,7 @@ func (b *bench) baseline(ctx context.Context, items []*baselineSecret, write fun
 
 // listMirrors lists every mirror (one LIST, by label) by namespace/name.
 func listMirrors(ctx context.Context, kube kubernetes.Interface) (map[string]*corev1.Secret, error) {
-	list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=" + v1.LabelTrue})
+	list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		return nil, err
 	}

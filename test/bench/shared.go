@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -100,14 +100,14 @@ func (b *bench) shared(ctx context.Context) error {
 			return err
 		}
 		// A mix of the three ways to allow namespaces (N1-N4).
-		var allowed *v1.AllowedNamespaces
+		var allowed *v1alpha1.AllowedNamespaces
 		switch {
 		case i%3 == 0:
-			allowed = &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
+			allowed = &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
 		case i%3 == 2 && len(nss) <= 100:
-			allowed = &v1.AllowedNamespaces{List: nss}
+			allowed = &v1alpha1.AllowedNamespaces{List: nss}
 		default:
-			allowed = &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{sharedLabel: "true"}}}
+			allowed = &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{sharedLabel: "true"}}}
 		}
 		if err := b.createIdentity(ctx, id, src, allowed); err != nil {
 			return err
@@ -240,18 +240,18 @@ func (b *bench) createShared(ctx context.Context, o *sharedObj) error {
 	api := b.e.captf.InfrastructureV1alpha1()
 	meta := metav1.ObjectMeta{Namespace: o.ns, Name: o.name}
 	if o.cluster != "" {
-		meta.Labels = map[string]string{v1.LabelClusterName: o.cluster}
+		meta.Labels = map[string]string{v1alpha1.LabelClusterName: o.cluster}
 	}
-	var own *v1.IdentityReference
+	var own *v1alpha1.IdentityReference
 	if o.own != "" {
-		own = &v1.IdentityReference{Name: o.own}
+		own = &v1alpha1.IdentityReference{Name: o.own}
 	}
 	var uid types.UID
 	switch o.kind {
 	case kindCluster:
-		c := &v1.TerraformCluster{ObjectMeta: meta, Spec: v1.TerraformClusterSpec{IdentityRef: own}}
+		c := &v1alpha1.TerraformCluster{ObjectMeta: meta, Spec: v1alpha1.TerraformClusterSpec{IdentityRef: own}}
 		if o.defaults != "" {
-			c.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: &v1.IdentityReference{Name: o.defaults}}
+			c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: &v1alpha1.IdentityReference{Name: o.defaults}}
 		}
 		out, err := api.TerraformClusters(o.ns).Create(ctx, c, metav1.CreateOptions{})
 		if err != nil {
@@ -259,13 +259,13 @@ func (b *bench) createShared(ctx context.Context, o *sharedObj) error {
 		}
 		uid = out.UID
 	case kindMachine:
-		out, err := api.TerraformMachines(o.ns).Create(ctx, &v1.TerraformMachine{ObjectMeta: meta, Spec: v1.TerraformMachineSpec{IdentityRef: own}}, metav1.CreateOptions{})
+		out, err := api.TerraformMachines(o.ns).Create(ctx, &v1alpha1.TerraformMachine{ObjectMeta: meta, Spec: v1alpha1.TerraformMachineSpec{IdentityRef: own}}, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
 		uid = out.UID
 	case kindPool:
-		out, err := api.TerraformMachinePools(o.ns).Create(ctx, &v1.TerraformMachinePool{ObjectMeta: meta, Spec: v1.TerraformMachinePoolSpec{IdentityRef: own}}, metav1.CreateOptions{})
+		out, err := api.TerraformMachinePools(o.ns).Create(ctx, &v1alpha1.TerraformMachinePool{ObjectMeta: meta, Spec: v1alpha1.TerraformMachinePoolSpec{IdentityRef: own}}, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
@@ -278,29 +278,29 @@ func (b *bench) createShared(ctx context.Context, o *sharedObj) error {
 // view is where checkShared reads mirrors and statuses from.
 type view interface {
 	mirror(ns, name string) *corev1.Secret
-	status(kind, ns, name string) *v1.WorkloadStatus
+	status(kind, ns, name string) *v1alpha1.WorkloadStatus
 }
 
 type cacheView struct{ t *tracker }
 
 func (c cacheView) mirror(ns, name string) *corev1.Secret { return c.t.mirror(ns, name) }
-func (c cacheView) status(kind, ns, name string) *v1.WorkloadStatus {
+func (c cacheView) status(kind, ns, name string) *v1alpha1.WorkloadStatus {
 	return c.t.status(kind, ns, name)
 }
 
 // listView holds fresh LISTs from the API server.
 type listView struct {
 	mirrors  map[string]*corev1.Secret
-	statuses map[string]*v1.WorkloadStatus // kind/ns/name
+	statuses map[string]*v1alpha1.WorkloadStatus // kind/ns/name
 }
 
 func (l listView) mirror(ns, name string) *corev1.Secret { return l.mirrors[ns+"/"+name] }
-func (l listView) status(kind, ns, name string) *v1.WorkloadStatus {
+func (l listView) status(kind, ns, name string) *v1alpha1.WorkloadStatus {
 	return l.statuses[kind+"/"+ns+"/"+name]
 }
 
 func (b *bench) listView(ctx context.Context) (listView, error) {
-	v := listView{statuses: map[string]*v1.WorkloadStatus{}}
+	v := listView{statuses: map[string]*v1alpha1.WorkloadStatus{}}
 	var err error
 	if v.mirrors, err = listMirrors(ctx, b.e.kube); err != nil {
 		return v, err
@@ -358,7 +358,7 @@ func (b *bench) checkShared(objs []*sharedObj, nss, ids []string, expected map[s
 			case len(users) == 0:
 			case m == nil:
 				problems = append(problems, fmt.Sprintf("no mirror of %s in %s (%d users)", id, ns, len(users)))
-			case m.Annotations[v1.AnnotationSourceHash] != hashes[id]:
+			case m.Annotations[v1alpha1.AnnotationSourceHash] != hashes[id]:
 				problems = append(problems, fmt.Sprintf("mirror %s/%s carries a stale hash", ns, m.Name))
 			default:
 				if want, got := uidSet(users), refUIDs(m.OwnerReferences); !sameUIDs(want, got) {

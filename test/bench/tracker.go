@@ -12,7 +12,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -39,7 +39,7 @@ type hashWatch struct {
 
 func startTracker(ctx context.Context, e *env) (*tracker, error) {
 	kf := kubeinformers.NewSharedInformerFactoryWithOptions(e.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.LabelMirrored + "=" + v1.LabelTrue
+		o.LabelSelector = v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue
 	}))
 	cf := captfinformers.NewSharedInformerFactory(e.captf, 0)
 	t := &tracker{
@@ -56,8 +56,8 @@ func startTracker(ctx context.Context, e *env) (*tracker, error) {
 		now := time.Now()
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if hw := t.hw; hw != nil && s.Name == hw.name && s.Annotations[v1.AnnotationIdentity] == hw.identity &&
-			s.Annotations[v1.AnnotationSourceHash] == hw.hash {
+		if hw := t.hw; hw != nil && s.Name == hw.name && s.Annotations[v1alpha1.AnnotationIdentity] == hw.identity &&
+			s.Annotations[v1alpha1.AnnotationSourceHash] == hw.hash {
 			if _, ok := hw.seen[s.Namespace]; !ok {
 				hw.seen[s.Namespace] = now
 			}
@@ -120,7 +120,7 @@ func (t *tracker) mirror(ns, name string) *corev1.Secret {
 }
 
 // status returns the cached status of a workload object (nil if absent).
-func (t *tracker) status(kind, ns, name string) *v1.WorkloadStatus {
+func (t *tracker) status(kind, ns, name string) *v1alpha1.WorkloadStatus {
 	var inf cache.SharedIndexInformer
 	switch kind {
 	case kindCluster:
@@ -135,11 +135,11 @@ func (t *tracker) status(kind, ns, name string) *v1.WorkloadStatus {
 		return nil
 	}
 	switch x := o.(type) {
-	case *v1.TerraformCluster:
+	case *v1alpha1.TerraformCluster:
 		return &x.Status
-	case *v1.TerraformMachine:
+	case *v1alpha1.TerraformMachine:
 		return &x.Status
-	case *v1.TerraformMachinePool:
+	case *v1alpha1.TerraformMachinePool:
 		return &x.Status
 	}
 	return nil
@@ -158,19 +158,19 @@ const (
 )
 
 // mirrored reports whether a status has CredentialsMirrored=True.
-func mirrored(s *v1.WorkloadStatus) bool {
+func mirrored(s *v1alpha1.WorkloadStatus) bool {
 	if s == nil {
 		return false
 	}
-	return meta.IsStatusConditionTrue(s.Conditions, string(v1.ConditionCredentialsMirrored))
+	return meta.IsStatusConditionTrue(s.Conditions, string(v1alpha1.ConditionCredentialsMirrored))
 }
 
 // describeStatus is a short description for failure messages.
-func describeStatus(s *v1.WorkloadStatus) string {
+func describeStatus(s *v1alpha1.WorkloadStatus) string {
 	if s == nil {
 		return "not found"
 	}
-	c := meta.FindStatusCondition(s.Conditions, string(v1.ConditionCredentialsMirrored))
+	c := meta.FindStatusCondition(s.Conditions, string(v1alpha1.ConditionCredentialsMirrored))
 	if c == nil {
 		return "no CredentialsMirrored condition"
 	}

@@ -20,7 +20,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/util/retry"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
@@ -48,7 +48,7 @@ const moduleImage = "example.com/module:1"
 // identity is the test's model of one TerraformClusterIdentity.
 type identity struct {
 	name string
-	ref  v1.SecretReference
+	ref  v1alpha1.SecretReference
 	// selector: allowed by a namespace label (else by spec.allowedNamespaces.list).
 	selector bool
 	// hashes is the source's history, oldest first.
@@ -186,7 +186,7 @@ func (s *soak) setup() {
 	creds := s.e.CreateNamespace(t, "soak-creds", nil)
 	for i := range 3 {
 		id := &identity{name: fmt.Sprintf("soak-%s-%d", s.run, i), selector: i == 1, allowed: map[string]bool{}, changed: map[string]time.Time{}}
-		id.ref = v1.SecretReference{Namespace: creds, Name: id.name}
+		id.ref = v1alpha1.SecretReference{Namespace: creds, Name: id.name}
 		data := s.nextData(id)
 		if _, err := s.e.Kube.CoreV1().Secrets(creds).Create(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: creds, Name: id.name}, StringData: data}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -199,17 +199,17 @@ func (s *soak) setup() {
 				list = append(list, ns)
 			}
 		}
-		spec := v1.TerraformClusterIdentitySpec{SecretRef: id.ref, AllowedNamespaces: &v1.AllowedNamespaces{List: list}}
+		spec := v1alpha1.TerraformClusterIdentitySpec{SecretRef: id.ref, AllowedNamespaces: &v1alpha1.AllowedNamespaces{List: list}}
 		if id.selector {
 			for _, ns := range list {
 				if err := s.label(ns, id, true); err != nil {
 					t.Fatal(err)
 				}
 			}
-			spec.AllowedNamespaces = &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{s.selectorKey(): "in"}}}
+			spec.AllowedNamespaces = &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{s.selectorKey(): "in"}}}
 		}
 		if _, err := s.e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(s.ctx,
-			&v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: id.name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+			&v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: id.name}, Spec: spec}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		s.ids = append(s.ids, id)
@@ -429,7 +429,7 @@ func (s *soak) observe(stop <-chan struct{}) {
 // as the Job controller would when its pod ends (there is no kubelet).
 func (s *soak) finishJobs(stop <-chan struct{}) {
 	for {
-		l, err := s.e.Kube.BatchV1().Jobs("").List(s.ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+		l, err := s.e.Kube.BatchV1().Jobs("").List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
 		if err == nil {
 			for i := range l.Items {
 				j := &l.Items[i]
@@ -456,7 +456,7 @@ func (s *soak) finishJobs(stop <-chan struct{}) {
 // resources.
 func (s *soak) check(phase string) {
 	now := time.Now()
-	secrets, err := s.e.Kube.CoreV1().Secrets("").List(s.ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=" + v1.LabelTrue})
+	secrets, err := s.e.Kube.CoreV1().Secrets("").List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func (s *soak) check(phase string) {
 		if !strings.HasPrefix(m.Namespace, "soak-"+s.run) {
 			continue
 		}
-		id := m.Annotations[v1.AnnotationIdentity]
+		id := m.Annotations[v1alpha1.AnnotationIdentity]
 		if mirrors[id] == nil {
 			mirrors[id] = map[string]*corev1.Secret{}
 		}
@@ -520,7 +520,7 @@ func (s *soak) check(phase string) {
 				fail("V1/V5: mirror of %s in %s, not allowed there for %s", id.name, ns, now.Sub(id.changed[ns]).Round(time.Second))
 			case m != nil && !hasUser:
 				fail("V3: mirror of %s in %s has no user (owners %d)", id.name, ns, len(m.OwnerReferences))
-			case m != nil && id.allowed[ns] && stable && len(users) > 0 && !acceptable[m.Annotations[v1.AnnotationSourceHash]]:
+			case m != nil && id.allowed[ns] && stable && len(users) > 0 && !acceptable[m.Annotations[v1alpha1.AnnotationSourceHash]]:
 				fail("R2: mirror of %s in %s is stale: the source changed %s ago", id.name, ns, now.Sub(current.since).Round(time.Second))
 			case m == nil && id.allowed[ns] && stable && len(users) > 0:
 				fail("M2: %d users of %s in %s (allowed) have no mirror, the oldest created %s ago", len(users), id.name, ns, now.Sub(users[0].created).Round(time.Second))
@@ -547,7 +547,7 @@ func (s *soak) check(phase string) {
 	d := faultkit.Diff(s.last, met)
 	s.last = met
 	jobsCount := 0
-	if l, err := s.e.Kube.BatchV1().Jobs("").List(s.ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue}); err == nil {
+	if l, err := s.e.Kube.BatchV1().Jobs("").List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue}); err == nil {
 		for _, j := range l.Items {
 			if strings.HasPrefix(j.Namespace, "soak-"+s.run) {
 				jobsCount++
@@ -655,7 +655,7 @@ func (s *soak) cleanup() {
 	})
 	objectsGone := time.Since(start)
 	framework.Eventually(t, s.bound+2*time.Minute, func() (bool, string) {
-		l, err := s.e.Kube.CoreV1().Secrets("").List(s.ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=" + v1.LabelTrue})
+		l, err := s.e.Kube.CoreV1().Secrets("").List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue})
 		if err != nil {
 			return false, err.Error()
 		}

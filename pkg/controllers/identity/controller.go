@@ -47,7 +47,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -119,7 +119,7 @@ type Controller struct {
 	enqueueOwners func(metav1.Object)
 	// written holds the status last written per identity (S3 against what
 	// is stored, not only the cache).
-	written  *loop.Written[v1.TerraformClusterIdentityStatus]
+	written  *loop.Written[v1alpha1.TerraformClusterIdentityStatus]
 	recorder record.EventRecorder
 	clock    clock.Clock
 	opts     Options
@@ -164,7 +164,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		source:        reader,
 		conflicts:     tracker,
 		enqueueOwners: enqueueOwners,
-		written:       loop.NewWritten[v1.TerraformClusterIdentityStatus](),
+		written:       loop.NewWritten[v1alpha1.TerraformClusterIdentityStatus](),
 		recorder:      recorder,
 		clock:         clk,
 		opts:          opts,
@@ -178,14 +178,14 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	if _, err := inf.Identities.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, n := oldObj.(*v1.TerraformClusterIdentity), newObj.(*v1.TerraformClusterIdentity)
+			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
 			// Its own status writes are not a change (S3).
 			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
 				enqueue(newObj)
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
-			if id, ok := loop.Unwrap(obj).(*v1.TerraformClusterIdentity); ok {
+			if id, ok := loop.Unwrap(obj).(*v1alpha1.TerraformClusterIdentity); ok {
 				c.written.Forget(id.UID)
 			}
 			enqueue(obj)
@@ -198,7 +198,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	// captf.io/identity annotation names, coalescing bursts.
 	byAnnotation := func(obj interface{}) {
 		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
-			c.EnqueueAfter(m.GetAnnotations()[v1.AnnotationIdentity], mirrorEventDelay)
+			c.EnqueueAfter(m.GetAnnotations()[v1alpha1.AnnotationIdentity], mirrorEventDelay)
 		}
 	}
 	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
@@ -228,7 +228,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 				return
 			}
 			for _, m := range objs {
-				c.Enqueue(m.(*corev1.Secret).Annotations[v1.AnnotationIdentity])
+				c.Enqueue(m.(*corev1.Secret).Annotations[v1alpha1.AnnotationIdentity])
 			}
 		},
 	}); err != nil {
@@ -295,16 +295,16 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	var problem *credentials.SourceProblem
 	switch {
 	case !found:
-		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionFalse, string(v1.ReasonSecretNotFound),
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1alpha1.ConditionReady), metav1.ConditionFalse, string(v1alpha1.ReasonSecretNotFound),
 			fmt.Sprintf("Secret %s/%s does not exist", ref.Namespace, ref.Name))
 	default:
 		hash = credentials.SourceHash(src.Data)
 		// Section 14: C2 refused sources, C1 consent, C3 required keys.
 		problem = credentials.CheckSource(src, name, identity.Spec.RequiredKeys, c.opts.RequireSourceConsent)
 		if problem != nil {
-			setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionFalse, string(problem.Reason), problem.Message)
+			setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1alpha1.ConditionReady), metav1.ConditionFalse, string(problem.Reason), problem.Message)
 		} else {
-			setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionReady), metav1.ConditionTrue, string(v1.ReasonSecretFound),
+			setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1alpha1.ConditionReady), metav1.ConditionTrue, string(v1alpha1.ReasonSecretFound),
 				fmt.Sprintf("Secret %s/%s exists", ref.Namespace, ref.Name))
 		}
 		c.setCredentialsValid(identity, credentials.CheckHygiene(src.Data), now)
@@ -315,7 +315,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		return err
 	}
 	var namespaces []string
-	var counts v1.MirrorCounts
+	var counts v1alpha1.MirrorCounts
 	stale := map[string]bool{}
 	for _, o := range objs {
 		m := o.(*corev1.Secret)
@@ -352,7 +352,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		counts.Total++
 		switch {
 		case !found:
-		case m.Annotations[v1.AnnotationSourceHash] == hash:
+		case m.Annotations[v1alpha1.AnnotationSourceHash] == hash:
 			counts.Current++
 		default:
 			counts.Stale++
@@ -385,7 +385,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	}
 	// S1: re-read periodically; sooner while not Ready (for any reason).
 	next := c.opts.Resync
-	if !meta.IsStatusConditionTrue(identity.Status.Conditions, string(v1.ConditionReady)) && notReadyResync < next {
+	if !meta.IsStatusConditionTrue(identity.Status.Conditions, string(v1alpha1.ConditionReady)) && notReadyResync < next {
 		next = notReadyResync
 	}
 	c.queue.AddAfter(key, next)
@@ -394,18 +394,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 
 // setCredentialsValid sets the C4 hygiene report: key names by category,
 // never values. It never refuses anything.
-func (c *Controller) setCredentialsValid(identity *v1.TerraformClusterIdentity, h credentials.Hygiene, now time.Time) {
-	status, reason := metav1.ConditionTrue, v1.ReasonKeysValid
+func (c *Controller) setCredentialsValid(identity *v1alpha1.TerraformClusterIdentity, h credentials.Hygiene, now time.Time) {
+	status, reason := metav1.ConditionTrue, v1alpha1.ReasonKeysValid
 	if !h.OK() {
-		status, reason = metav1.ConditionFalse, v1.ReasonKeysNeedAttention
+		status, reason = metav1.ConditionFalse, v1alpha1.ReasonKeysNeedAttention
 	}
-	setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionCredentialsValid), status, string(reason), h.Message())
+	setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1alpha1.ConditionCredentialsValid), status, string(reason), h.Message())
 }
 
 // setRotation sets status.rotation and RotationComplete (C5): complete once
 // every mirror carries the current hash and no running Job of the identity
 // started with an older one. Jobs are read from the Job cache.
-func (c *Controller) setRotation(identity *v1.TerraformClusterIdentity, found bool, hash string, counts v1.MirrorCounts, now time.Time) error {
+func (c *Controller) setRotation(identity *v1alpha1.TerraformClusterIdentity, found bool, hash string, counts v1alpha1.MirrorCounts, now time.Time) error {
 	objs, err := c.jobIndexer.ByIndex(index.JobIdentity, identity.Name)
 	if err != nil {
 		return err
@@ -431,30 +431,30 @@ func (c *Controller) setRotation(identity *v1.TerraformClusterIdentity, found bo
 		}
 	}
 	sort.Strings(previous)
-	identity.Status.Rotation = &v1.RotationStatus{
+	identity.Status.Rotation = &v1alpha1.RotationStatus{
 		MirrorsCurrent:            counts.Current,
 		MirrorsStale:              counts.Stale,
 		JobsOnPreviousCredentials: int32(len(previous)),
 	}
-	set := func(status metav1.ConditionStatus, reason v1.ConditionReason, msg string) {
-		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionRotationComplete), status, string(reason), msg)
+	set := func(status metav1.ConditionStatus, reason v1alpha1.ConditionReason, msg string) {
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1alpha1.ConditionRotationComplete), status, string(reason), msg)
 	}
 	ref := identity.Spec.SecretRef
 	switch {
 	case !found:
-		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("source Secret %s/%s does not exist: the current credentials are unknown", ref.Namespace, ref.Name))
+		set(metav1.ConditionFalse, v1alpha1.ReasonMirrorsStale, fmt.Sprintf("source Secret %s/%s does not exist: the current credentials are unknown", ref.Namespace, ref.Name))
 	case counts.Stale > 0:
-		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("%d of %d mirrors still carry older credentials", counts.Stale, counts.Total))
+		set(metav1.ConditionFalse, v1alpha1.ReasonMirrorsStale, fmt.Sprintf("%d of %d mirrors still carry older credentials", counts.Stale, counts.Total))
 	case len(previous) > 0:
 		shown := previous[:min(len(previous), 5)]
 		more := ""
 		if len(previous) > len(shown) {
 			more = fmt.Sprintf(" and %d more", len(previous)-len(shown))
 		}
-		set(metav1.ConditionFalse, v1.ReasonJobsOnPreviousCredentials, fmt.Sprintf(
+		set(metav1.ConditionFalse, v1alpha1.ReasonJobsOnPreviousCredentials, fmt.Sprintf(
 			"%d running Jobs started with older credentials (%s%s): keep the old credential valid until they end", len(previous), strings.Join(shown, ", "), more))
 	default:
-		set(metav1.ConditionTrue, v1.ReasonRotationComplete, fmt.Sprintf(
+		set(metav1.ConditionTrue, v1alpha1.ReasonRotationComplete, fmt.Sprintf(
 			"all %d mirrors carry the current credentials and no running Job uses older ones: the previous credential may be revoked", counts.Total))
 	}
 	return nil
@@ -463,49 +463,49 @@ func (c *Controller) setRotation(identity *v1.TerraformClusterIdentity, found bo
 // emitEvents records one event per change of Ready (SecretFound,
 // SecretNotFound, or the section 14 reason) and of the hygiene report's
 // key set (C4).
-func (c *Controller) emitEvents(identity *v1.TerraformClusterIdentity, before *v1.TerraformClusterIdentityStatus) {
-	if b, a := meta.FindStatusCondition(before.Conditions, string(v1.ConditionReady)), meta.FindStatusCondition(identity.Status.Conditions, string(v1.ConditionReady)); a != nil &&
+func (c *Controller) emitEvents(identity *v1alpha1.TerraformClusterIdentity, before *v1alpha1.TerraformClusterIdentityStatus) {
+	if b, a := meta.FindStatusCondition(before.Conditions, string(v1alpha1.ConditionReady)), meta.FindStatusCondition(identity.Status.Conditions, string(v1alpha1.ConditionReady)); a != nil &&
 		(b == nil || b.Status != a.Status || b.Reason != a.Reason) {
 		switch {
 		case a.Status == metav1.ConditionTrue:
-			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1.EventSecretFound, "%s", a.Message)
-		case a.Reason == string(v1.ReasonSecretNotFound):
-			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1.EventSecretNotFound, "%s", a.Message)
+			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1alpha1.EventSecretFound, "%s", a.Message)
+		case a.Reason == string(v1alpha1.ReasonSecretNotFound):
+			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1alpha1.EventSecretNotFound, "%s", a.Message)
 		default:
 			c.recorder.Eventf(identity, corev1.EventTypeWarning, a.Reason, "%s", a.Message)
 		}
 	}
-	if b, a := meta.FindStatusCondition(before.Conditions, string(v1.ConditionCredentialsValid)), meta.FindStatusCondition(identity.Status.Conditions, string(v1.ConditionCredentialsValid)); a != nil &&
+	if b, a := meta.FindStatusCondition(before.Conditions, string(v1alpha1.ConditionCredentialsValid)), meta.FindStatusCondition(identity.Status.Conditions, string(v1alpha1.ConditionCredentialsValid)); a != nil &&
 		(b == nil || b.Message != a.Message) {
 		if a.Status == metav1.ConditionFalse {
-			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1.EventKeysNeedAttention, "%s", a.Message)
+			c.recorder.Eventf(identity, corev1.EventTypeWarning, v1alpha1.EventKeysNeedAttention, "%s", a.Message)
 		} else if b != nil {
-			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1.EventKeysValid, "%s", a.Message)
+			c.recorder.Eventf(identity, corev1.EventTypeNormal, v1alpha1.EventKeysValid, "%s", a.Message)
 		}
 	}
 }
 
 // setMirrorsCurrent sets MirrorsCurrent from the counts (section 13).
-func (c *Controller) setMirrorsCurrent(identity *v1.TerraformClusterIdentity, found bool, counts v1.MirrorCounts, conflicted []string, now time.Time) {
-	set := func(status metav1.ConditionStatus, reason v1.ConditionReason, msg string) {
-		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1.ConditionMirrorsCurrent), status, string(reason), msg)
+func (c *Controller) setMirrorsCurrent(identity *v1alpha1.TerraformClusterIdentity, found bool, counts v1alpha1.MirrorCounts, conflicted []string, now time.Time) {
+	set := func(status metav1.ConditionStatus, reason v1alpha1.ConditionReason, msg string) {
+		setCondition(&identity.Status.Conditions, identity.Generation, now, string(v1alpha1.ConditionMirrorsCurrent), status, string(reason), msg)
 	}
 	ref := identity.Spec.SecretRef
 	switch {
 	case len(conflicted) > 0:
-		set(metav1.ConditionFalse, v1.ReasonMirrorsConflicted, fmt.Sprintf("a Secret that is not a captf mirror holds the name %s in namespaces %s: rename or delete it",
+		set(metav1.ConditionFalse, v1alpha1.ReasonMirrorsConflicted, fmt.Sprintf("a Secret that is not a captf mirror holds the name %s in namespaces %s: rename or delete it",
 			credentials.MirrorName(identity.Name), strings.Join(conflicted, ", ")))
 	case !found && counts.Total > 0:
-		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("source Secret %s/%s does not exist: %d mirrors keep the data they were last written with", ref.Namespace, ref.Name, counts.Total))
+		set(metav1.ConditionFalse, v1alpha1.ReasonMirrorsStale, fmt.Sprintf("source Secret %s/%s does not exist: %d mirrors keep the data they were last written with", ref.Namespace, ref.Name, counts.Total))
 	case counts.Stale > 0:
-		set(metav1.ConditionFalse, v1.ReasonMirrorsStale, fmt.Sprintf("%d of %d mirrors differ from the source Secret %s/%s; their users are being reconciled", counts.Stale, counts.Total, ref.Namespace, ref.Name))
+		set(metav1.ConditionFalse, v1alpha1.ReasonMirrorsStale, fmt.Sprintf("%d of %d mirrors differ from the source Secret %s/%s; their users are being reconciled", counts.Stale, counts.Total, ref.Namespace, ref.Name))
 	default:
-		set(metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent, fmt.Sprintf("all %d mirrors carry the current hash of Secret %s/%s", counts.Total, ref.Namespace, ref.Name))
+		set(metav1.ConditionTrue, v1alpha1.ReasonAllMirrorsCurrent, fmt.Sprintf("all %d mirrors carry the current hash of Secret %s/%s", counts.Total, ref.Namespace, ref.Name))
 	}
 }
 
 // allowed reports whether identity allows namespace (N1-N6).
-func (c *Controller) allowed(identity *v1.TerraformClusterIdentity, namespace string) bool {
+func (c *Controller) allowed(identity *v1alpha1.TerraformClusterIdentity, namespace string) bool {
 	return credentials.NamespaceAllowed(identity.Spec.AllowedNamespaces, namespace, func() (labels.Set, bool) {
 		n, err := c.namespaces.Get(namespace)
 		if err != nil {
@@ -530,7 +530,7 @@ func (c *Controller) hasLiveUser(m *corev1.Secret, identity string) (bool, error
 // revokeDisallowed deletes identity's mirrors in namespaces it does not
 // allow (V5); it needs nothing from the source, so it runs when the source
 // cannot be read as well (B8).
-func (c *Controller) revokeDisallowed(ctx context.Context, identity *v1.TerraformClusterIdentity) error {
+func (c *Controller) revokeDisallowed(ctx context.Context, identity *v1alpha1.TerraformClusterIdentity) error {
 	objs, err := c.mirrorIndexer.ByIndex(index.MirrorIdentity, identity.Name)
 	if err != nil {
 		return err
@@ -570,7 +570,7 @@ func (c *Controller) removeAll(ctx context.Context, name string) error {
 // deleteMirror deletes a mirror (never a foreign Secret: the informer only
 // holds labelled ones, and the UID precondition pins the one it saw).
 func (c *Controller) deleteMirror(ctx context.Context, m *corev1.Secret, why string) error {
-	if credentials.IsForeign(m, m.Annotations[v1.AnnotationIdentity]) || m.DeletionTimestamp != nil {
+	if credentials.IsForeign(m, m.Annotations[v1alpha1.AnnotationIdentity]) || m.DeletionTimestamp != nil {
 		return nil
 	}
 	uid := m.UID

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -26,10 +26,10 @@ func TestSyncReady(t *testing.T) {
 	// No source Secret yet.
 	require.NoError(t, f.sync(identityName))
 	require.Equal(t, []string{"get secrets " + sourceNS + "/" + sourceName}, f.reads(), "S1: an uncached GET")
-	c := requireCondition(t, f.lastStatus(), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound)
+	c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 	require.Contains(t, c.Message, sourceNS+"/"+sourceName)
 	require.Equal(t, int64(1), c.ObservedGeneration)
-	require.Equal(t, []string{"Warning " + v1.EventSecretNotFound}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.popEvents()))
 	f.catchUp()
 
 	// S3: the same again: no event, no write.
@@ -43,8 +43,8 @@ func TestSyncReady(t *testing.T) {
 	// The Secret appears.
 	f.seed(newSource(sourceData()))
 	require.NoError(t, f.sync(identityName))
-	requireCondition(t, f.lastStatus(), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
-	require.Equal(t, []string{"Normal " + v1.EventSecretFound}, eventReasons(f.popEvents()))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
+	require.Equal(t, []string{"Normal " + v1alpha1.EventSecretFound}, eventReasons(f.popEvents()))
 	require.Equal(t, []string{"update terraformclusteridentities/status " + identityName}, f.writes())
 	f.catchUp()
 
@@ -56,8 +56,8 @@ func TestSyncReady(t *testing.T) {
 	// And goes away again.
 	require.NoError(t, f.kube.Tracker().Delete(secretsGR, sourceNS, sourceName))
 	require.NoError(t, f.sync(identityName))
-	requireCondition(t, f.lastStatus(), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound)
-	require.Equal(t, []string{"Warning " + v1.EventSecretNotFound}, eventReasons(f.popEvents()))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
+	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.popEvents()))
 }
 
 // S2, S4, section 13: status.namespaces lists, sorted, the namespaces
@@ -89,9 +89,9 @@ func TestSyncNamespacesAndCounts(t *testing.T) {
 
 	st := f.lastStatus()
 	require.Equal(t, []string{"ns-a", "ns-b", "ns-c", "ns-d"}, st.Namespaces, "S2: sorted, real mirrors only")
-	require.Equal(t, &v1.MirrorCounts{Total: 4, Current: 3, Stale: 1}, st.Mirrors)
-	requireCondition(t, st, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
-	c := requireCondition(t, st, v1.ConditionMirrorsCurrent, metav1.ConditionFalse, v1.ReasonMirrorsStale)
+	require.Equal(t, &v1alpha1.MirrorCounts{Total: 4, Current: 3, Stale: 1}, st.Mirrors)
+	requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
+	c := requireCondition(t, st, v1alpha1.ConditionMirrorsCurrent, metav1.ConditionFalse, v1alpha1.ReasonMirrorsStale)
 	require.Contains(t, c.Message, "1 of 4")
 	require.Equal(t, []string{"ns-d/" + mirrorName}, f.enqueuedOwners(), "S4: only the stale mirror's users")
 	require.Equal(t, []string{"update terraformclusteridentities/status " + identityName}, f.writes(), "no mirror is written (S1)")
@@ -105,30 +105,30 @@ func TestSyncMirrorsCurrent(t *testing.T) {
 		mirrors    []runtime.Object
 		conflicted []string
 		status     metav1.ConditionStatus
-		reason     v1.ConditionReason
-		counts     v1.MirrorCounts
+		reason     v1alpha1.ConditionReason
+		counts     v1alpha1.MirrorCounts
 		msg        string
 	}{{
 		name: "all current", source: true,
 		mirrors: []runtime.Object{newMirror(identityName, "ns-a", sourceData()), newMirror(identityName, "ns-b", sourceData())},
-		status:  metav1.ConditionTrue, reason: v1.ReasonAllMirrorsCurrent, counts: v1.MirrorCounts{Total: 2, Current: 2},
+		status:  metav1.ConditionTrue, reason: v1alpha1.ReasonAllMirrorsCurrent, counts: v1alpha1.MirrorCounts{Total: 2, Current: 2},
 	}, {
 		name: "no mirror at all", source: true,
-		status: metav1.ConditionTrue, reason: v1.ReasonAllMirrorsCurrent,
+		status: metav1.ConditionTrue, reason: v1alpha1.ReasonAllMirrorsCurrent,
 	}, {
 		name: "stale", source: true,
 		mirrors: []runtime.Object{newMirror(identityName, "ns-a", map[string][]byte{"API_KEY": []byte("old")})},
-		status:  metav1.ConditionFalse, reason: v1.ReasonMirrorsStale, counts: v1.MirrorCounts{Total: 1, Stale: 1},
+		status:  metav1.ConditionFalse, reason: v1alpha1.ReasonMirrorsStale, counts: v1alpha1.MirrorCounts{Total: 1, Stale: 1},
 	}, {
 		name: "conflicted (M7, recorded by the workload controller)", source: true,
 		mirrors:    []runtime.Object{newMirror(identityName, "ns-a", sourceData())},
 		conflicted: []string{"ns-z", "ns-y"},
-		status:     metav1.ConditionFalse, reason: v1.ReasonMirrorsConflicted, counts: v1.MirrorCounts{Total: 1, Current: 1, Conflicted: 2},
+		status:     metav1.ConditionFalse, reason: v1alpha1.ReasonMirrorsConflicted, counts: v1alpha1.MirrorCounts{Total: 1, Current: 1, Conflicted: 2},
 		msg: "ns-y, ns-z",
 	}, {
 		name:    "source gone: the mirrors keep old data",
 		mirrors: []runtime.Object{newMirror(identityName, "ns-a", sourceData())},
-		status:  metav1.ConditionFalse, reason: v1.ReasonMirrorsStale, counts: v1.MirrorCounts{Total: 1},
+		status:  metav1.ConditionFalse, reason: v1alpha1.ReasonMirrorsStale, counts: v1alpha1.MirrorCounts{Total: 1},
 		msg: "does not exist",
 	}}
 	for _, tc := range tests {
@@ -147,7 +147,7 @@ func TestSyncMirrorsCurrent(t *testing.T) {
 
 			st := f.lastStatus()
 			require.Equal(t, &tc.counts, st.Mirrors)
-			c := requireCondition(t, st, v1.ConditionMirrorsCurrent, tc.status, tc.reason)
+			c := requireCondition(t, st, v1alpha1.ConditionMirrorsCurrent, tc.status, tc.reason)
 			require.Contains(t, c.Message, tc.msg)
 			if !tc.source {
 				require.Empty(t, f.enqueuedOwners(), "nothing to rewrite from")
@@ -178,7 +178,7 @@ func TestSyncNoStatusWriteWhenUnchanged(t *testing.T) {
 // precondition) and not counted, even when no user there reconciles.
 func TestSyncDeletesMirrorsInDisallowedNamespaces(t *testing.T) {
 	f := newFixture(t, Options{Resync: resync})
-	allowed := &v1.AllowedNamespaces{
+	allowed := &v1alpha1.AllowedNamespaces{
 		List:     []string{"ns-listed"},
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"captf": "yes"}},
 	}
@@ -201,7 +201,7 @@ func TestSyncDeletesMirrorsInDisallowedNamespaces(t *testing.T) {
 	}, f.deletes())
 	st := f.lastStatus()
 	require.Equal(t, []string{"ns-labelled", "ns-listed"}, st.Namespaces)
-	require.Equal(t, &v1.MirrorCounts{Total: 2, Current: 2}, st.Mirrors)
+	require.Equal(t, &v1alpha1.MirrorCounts{Total: 2, Current: 2}, st.Mirrors)
 }
 
 // V5: every mirror of an identity that is gone is deleted; others stay.

@@ -23,7 +23,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/source"
@@ -48,7 +48,7 @@ const (
 var (
 	mirrorName = credentials.MirrorName(identityName)
 	epoch      = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	identityGR = v1.SchemeGroupVersion.WithResource("terraformclusteridentities")
+	identityGR = v1alpha1.SchemeGroupVersion.WithResource("terraformclusteridentities")
 	secretsGR  = corev1.SchemeGroupVersion.WithResource("secrets")
 )
 
@@ -56,18 +56,18 @@ func sourceData() map[string][]byte {
 	return map[string][]byte{"API_KEY": []byte(secretValue), "REGION": []byte("eu-west-1")}
 }
 
-func newIdentity(name string, allowed *v1.AllowedNamespaces) *v1.TerraformClusterIdentity {
-	return &v1.TerraformClusterIdentity{
+func newIdentity(name string, allowed *v1alpha1.AllowedNamespaces) *v1alpha1.TerraformClusterIdentity {
+	return &v1alpha1.TerraformClusterIdentity{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-identity-" + name), Generation: 1},
-		Spec: v1.TerraformClusterIdentitySpec{
-			SecretRef:         v1.SecretReference{Namespace: sourceNS, Name: sourceName},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{
+			SecretRef:         v1alpha1.SecretReference{Namespace: sourceNS, Name: sourceName},
 			AllowedNamespaces: allowed,
 		},
 	}
 }
 
-func allowAll() *v1.AllowedNamespaces {
-	return &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
+func allowAll() *v1alpha1.AllowedNamespaces {
+	return &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
 }
 
 func newSource(data map[string][]byte) *corev1.Secret {
@@ -84,7 +84,7 @@ func newMirror(identity, namespace string, data map[string][]byte) *corev1.Secre
 	m.UID = types.UID("uid-mirror-" + namespace + "-" + identity)
 	m.ResourceVersion = "42"
 	m.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion: v1.SchemeGroupVersion.String(), Kind: "TerraformCluster", Name: "c-" + namespace, UID: types.UID("uid-c-" + namespace),
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "TerraformCluster", Name: "c-" + namespace, UID: types.UID("uid-c-" + namespace),
 	}}
 	return m
 }
@@ -138,7 +138,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	}
 	kinf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
 	mirrors := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.LabelMirrored + "=" + v1.LabelTrue // M9
+		o.LabelSelector = v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue // M9
 	}))
 	cinf := captfinformers.NewSharedInformerFactory(f.captf, 0).Infrastructure().V1alpha1()
 	f.inf = Informers{
@@ -187,29 +187,29 @@ func (f *fixture) seed(objs ...runtime.Object) {
 	for _, o := range objs {
 		var idx cache.Indexer
 		switch x := o.(type) {
-		case *v1.TerraformClusterIdentity:
+		case *v1alpha1.TerraformClusterIdentity:
 			idx = f.inf.Identities.Informer().GetIndexer()
 			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
 		case *corev1.Namespace:
 			idx = f.inf.Namespaces.Informer().GetIndexer()
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		case *corev1.Secret:
-			if x.Labels[v1.LabelMirrored] == v1.LabelTrue {
+			if x.Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
 				idx = f.inf.Mirrors.Informer().GetIndexer()
 				// B2: a mirror counts only with a live user; seed the
 				// clusters its owner references name, using its identity.
 				for _, ref := range x.OwnerReferences {
-					f.seedUser(x.Namespace, ref, x.Annotations[v1.AnnotationIdentity])
+					f.seedUser(x.Namespace, ref, x.Annotations[v1alpha1.AnnotationIdentity])
 				}
 			}
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		case *batchv1.Job:
 			idx = f.inf.Jobs.Informer().GetIndexer()
 			if ref := metav1.GetControllerOf(x); ref != nil {
-				f.seedUser(x.Namespace, *ref, x.Annotations[v1.AnnotationIdentity])
+				f.seedUser(x.Namespace, *ref, x.Annotations[v1alpha1.AnnotationIdentity])
 			}
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
-		case *v1.TerraformCluster:
+		case *v1alpha1.TerraformCluster:
 			idx = f.inf.Clusters.Informer().GetIndexer()
 			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
 		default:
@@ -227,15 +227,15 @@ func (f *fixture) seed(objs ...runtime.Object) {
 // that needs them seeds them itself.
 func (f *fixture) seedUser(namespace string, ref metav1.OwnerReference, identity string) {
 	f.t.Helper()
-	if ref.Kind != v1.KindTerraformCluster || identity == "" {
+	if ref.Kind != v1alpha1.KindTerraformCluster || identity == "" {
 		return
 	}
 	if _, ok, _ := f.inf.Clusters.Informer().GetIndexer().GetByKey(namespace + "/" + ref.Name); ok {
 		return
 	}
-	f.seed(&v1.TerraformCluster{
+	f.seed(&v1alpha1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: ref.Name, UID: ref.UID},
-		Spec:       v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: identity}},
+		Spec:       v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}},
 	})
 }
 
@@ -255,7 +255,7 @@ func (f *fixture) catchUp() {
 	require.NoError(f.t, err)
 	items = nil
 	for i := range sl.Items {
-		if sl.Items[i].Labels[v1.LabelMirrored] == v1.LabelTrue {
+		if sl.Items[i].Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
 			items = append(items, &sl.Items[i])
 		}
 	}
@@ -324,11 +324,11 @@ func (f *fixture) reads() []string {
 }
 
 // statusWrites returns the identity statuses written through /status.
-func (f *fixture) statusWrites() []*v1.TerraformClusterIdentityStatus {
-	var out []*v1.TerraformClusterIdentityStatus
+func (f *fixture) statusWrites() []*v1alpha1.TerraformClusterIdentityStatus {
+	var out []*v1alpha1.TerraformClusterIdentityStatus
 	for _, a := range f.allActions() {
 		if u, ok := a.(k8stesting.UpdateAction); ok && a.GetSubresource() == "status" {
-			if id, ok := u.GetObject().(*v1.TerraformClusterIdentity); ok {
+			if id, ok := u.GetObject().(*v1alpha1.TerraformClusterIdentity); ok {
 				out = append(out, &id.Status)
 			}
 		}
@@ -336,7 +336,7 @@ func (f *fixture) statusWrites() []*v1.TerraformClusterIdentityStatus {
 	return out
 }
 
-func (f *fixture) lastStatus() *v1.TerraformClusterIdentityStatus {
+func (f *fixture) lastStatus() *v1alpha1.TerraformClusterIdentityStatus {
 	f.t.Helper()
 	ws := f.statusWrites()
 	require.NotEmpty(f.t, ws, "no status was written; actions: %v", f.writes())
@@ -367,7 +367,7 @@ func (f *fixture) popEvents() []string {
 
 var eventReasons = controllertest.EventReasons
 
-func requireCondition(t *testing.T, st *v1.TerraformClusterIdentityStatus, ct v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason) metav1.Condition {
+func requireCondition(t *testing.T, st *v1alpha1.TerraformClusterIdentityStatus, ct v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) metav1.Condition {
 	t.Helper()
 	c := meta.FindStatusCondition(st.Conditions, string(ct))
 	require.NotNil(t, c, "condition %s missing in %+v", ct, st.Conditions)

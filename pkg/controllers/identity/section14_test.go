@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -25,8 +25,8 @@ func options(consent bool) Options { return Options{Resync: resync, RequireSourc
 
 // consenting marks a source as usable by the identities listed (C1).
 func consenting(s *corev1.Secret, identities string) *corev1.Secret {
-	s.Labels = map[string]string{v1.LabelCredential: v1.LabelTrue}
-	s.Annotations = map[string]string{v1.AnnotationCredentialIdentities: identities}
+	s.Labels = map[string]string{v1alpha1.LabelCredential: v1alpha1.LabelTrue}
+	s.Annotations = map[string]string{v1alpha1.AnnotationCredentialIdentities: identities}
 	return s
 }
 
@@ -34,10 +34,10 @@ func consenting(s *corev1.Secret, identities string) *corev1.Secret {
 // identity "other"), which C2 refuses.
 func mirrorSource() *corev1.Secret {
 	s := consenting(newSource(sourceData()), "*")
-	s.Labels[v1.LabelMirrored] = v1.LabelTrue
-	s.Labels[v1.LabelManaged] = v1.LabelTrue
-	s.Annotations[v1.AnnotationIdentity] = "other"
-	s.Annotations[v1.AnnotationSourceHash] = credentials.SourceHash(sourceData())
+	s.Labels[v1alpha1.LabelMirrored] = v1alpha1.LabelTrue
+	s.Labels[v1alpha1.LabelManaged] = v1alpha1.LabelTrue
+	s.Annotations[v1alpha1.AnnotationIdentity] = "other"
+	s.Annotations[v1alpha1.AnnotationSourceHash] = credentials.SourceHash(sourceData())
 	s.UID = "uid-source"
 	return s
 }
@@ -48,7 +48,7 @@ func saTokenSource() *corev1.Secret {
 	return s
 }
 
-func withRequiredKeys(id *v1.TerraformClusterIdentity, keys ...string) *v1.TerraformClusterIdentity {
+func withRequiredKeys(id *v1alpha1.TerraformClusterIdentity, keys ...string) *v1alpha1.TerraformClusterIdentity {
 	id.Spec.RequiredKeys = keys
 	return id
 }
@@ -61,7 +61,7 @@ func (f *fixture) updateSource(s *corev1.Secret) {
 
 // updateIdentity replaces the identity in the fake API server and its
 // informer.
-func (f *fixture) updateIdentity(id *v1.TerraformClusterIdentity) {
+func (f *fixture) updateIdentity(id *v1alpha1.TerraformClusterIdentity) {
 	f.t.Helper()
 	stored, err := f.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(f.ctx, id.Name, metav1.GetOptions{})
 	require.NoError(f.t, err)
@@ -79,54 +79,54 @@ func TestSyncReadySection14(t *testing.T) {
 	tests := []struct {
 		name     string
 		consent  bool
-		identity *v1.TerraformClusterIdentity
+		identity *v1alpha1.TerraformClusterIdentity
 		source   *corev1.Secret
-		reason   v1.ConditionReason
+		reason   v1alpha1.ConditionReason
 		msg      []string
 		revokes  bool
 	}{{
 		name: "C1 consent off, unlabelled source: SecretFound", consent: consentOff,
-		source: newSource(sourceData()), reason: v1.ReasonSecretFound,
+		source: newSource(sourceData()), reason: v1alpha1.ReasonSecretFound,
 	}, {
 		name: "C1 consent on, no label: NotOptedIn", consent: consentOn,
-		source: newSource(sourceData()), reason: v1.ReasonNotOptedIn, revokes: true,
-		msg: []string{sourceNS + "/" + sourceName, v1.LabelCredential},
+		source: newSource(sourceData()), reason: v1alpha1.ReasonNotOptedIn, revokes: true,
+		msg: []string{sourceNS + "/" + sourceName, v1alpha1.LabelCredential},
 	}, {
 		name: "C1 consent on, annotation names other identities: NotOptedIn", consent: consentOn,
-		source: consenting(newSource(sourceData()), "dev, prod-eu"), reason: v1.ReasonNotOptedIn, revokes: true,
-		msg: []string{identityName, v1.AnnotationCredentialIdentities},
+		source: consenting(newSource(sourceData()), "dev, prod-eu"), reason: v1alpha1.ReasonNotOptedIn, revokes: true,
+		msg: []string{identityName, v1alpha1.AnnotationCredentialIdentities},
 	}, {
 		name: "C1 consent on, annotation names the identity: SecretFound", consent: consentOn,
-		source: consenting(newSource(sourceData()), "dev,"+identityName), reason: v1.ReasonSecretFound,
+		source: consenting(newSource(sourceData()), "dev,"+identityName), reason: v1alpha1.ReasonSecretFound,
 	}, {
 		name: "C1 consent on, annotation *: SecretFound", consent: consentOn,
-		source: consenting(newSource(sourceData()), "*"), reason: v1.ReasonSecretFound,
+		source: consenting(newSource(sourceData()), "*"), reason: v1alpha1.ReasonSecretFound,
 	}, {
 		name: "C2 source is a mirror, consent off: SourceRefused", consent: consentOff,
-		source: mirrorSource(), reason: v1.ReasonSourceRefused, revokes: true,
-		msg: []string{sourceNS + "/" + sourceName, v1.LabelMirrored},
+		source: mirrorSource(), reason: v1alpha1.ReasonSourceRefused, revokes: true,
+		msg: []string{sourceNS + "/" + sourceName, v1alpha1.LabelMirrored},
 	}, {
 		name: "C2 source is a mirror, consent on: SourceRefused", consent: consentOn,
-		source: mirrorSource(), reason: v1.ReasonSourceRefused, revokes: true,
-		msg: []string{v1.LabelMirrored},
+		source: mirrorSource(), reason: v1alpha1.ReasonSourceRefused, revokes: true,
+		msg: []string{v1alpha1.LabelMirrored},
 	}, {
 		name: "C2 service-account token, consent off: SourceRefused", consent: consentOff,
-		source: saTokenSource(), reason: v1.ReasonSourceRefused, revokes: true,
+		source: saTokenSource(), reason: v1alpha1.ReasonSourceRefused, revokes: true,
 		msg: []string{string(corev1.SecretTypeServiceAccountToken)},
 	}, {
 		name: "C2 service-account token, consent on: SourceRefused", consent: consentOn,
-		source: saTokenSource(), reason: v1.ReasonSourceRefused, revokes: true,
+		source: saTokenSource(), reason: v1alpha1.ReasonSourceRefused, revokes: true,
 		msg: []string{string(corev1.SecretTypeServiceAccountToken)},
 	}, {
 		name: "C3 missing required key: CredentialsIncomplete, mirrors kept", consent: consentOff,
 		identity: withRequiredKeys(newIdentity(identityName, allowAll()), "API_KEY", "SECRET_KEY", "ACCESS_KEY"),
-		source:   newSource(sourceData()), reason: v1.ReasonCredentialsIncomplete,
+		source:   newSource(sourceData()), reason: v1alpha1.ReasonCredentialsIncomplete,
 		msg: []string{"ACCESS_KEY, SECRET_KEY"},
 	}, {
 		name: "C3 every required key present (an empty value counts): SecretFound", consent: consentOff,
 		identity: withRequiredKeys(newIdentity(identityName, allowAll()), "API_KEY", "EMPTY"),
 		source:   newSource(map[string][]byte{"API_KEY": []byte(secretValue), "REGION": []byte("eu-west-1"), "EMPTY": {}}),
-		reason:   v1.ReasonSecretFound,
+		reason:   v1alpha1.ReasonSecretFound,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,14 +143,14 @@ func TestSyncReadySection14(t *testing.T) {
 			require.NoError(t, f.sync(identityName))
 
 			st := f.lastStatus()
-			if tc.reason == v1.ReasonSecretFound {
-				requireCondition(t, st, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+			if tc.reason == v1alpha1.ReasonSecretFound {
+				requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
 				require.Empty(t, f.deletes())
 				require.Equal(t, []string{"ns-a", "ns-b"}, st.Namespaces)
-				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1.EventSecretFound)
+				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventSecretFound)
 				return
 			}
-			c := requireCondition(t, st, v1.ConditionReady, metav1.ConditionFalse, tc.reason)
+			c := requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, tc.reason)
 			for _, m := range tc.msg {
 				require.Contains(t, c.Message, m)
 			}
@@ -187,18 +187,18 @@ func TestSyncReadyEventsSection14(t *testing.T) {
 		f.catchUp()
 	}
 
-	pass("Warning " + string(v1.ReasonNotOptedIn))
+	pass("Warning " + string(v1alpha1.ReasonNotOptedIn))
 	f.updateSource(consenting(newSource(sourceData()), identityName))
-	pass("Normal " + v1.EventSecretFound)
+	pass("Normal " + v1alpha1.EventSecretFound)
 	f.updateIdentity(withRequiredKeys(id.DeepCopy(), "SECRET_KEY"))
-	pass("Warning " + string(v1.ReasonCredentialsIncomplete))
+	pass("Warning " + string(v1alpha1.ReasonCredentialsIncomplete))
 	f.updateSource(mirrorSource())
-	pass("Warning " + string(v1.ReasonSourceRefused))
+	pass("Warning " + string(v1alpha1.ReasonSourceRefused))
 	f.updateIdentity(newIdentity(identityName, allowAll()))
 	f.updateSource(consenting(newSource(sourceData()), "*"))
-	pass("Normal " + v1.EventSecretFound)
+	pass("Normal " + v1alpha1.EventSecretFound)
 	f.updateSource(consenting(newSource(sourceData()), "dev"))
-	pass("Warning " + string(v1.ReasonNotOptedIn))
+	pass("Warning " + string(v1alpha1.ReasonNotOptedIn))
 }
 
 // S1 with section 14: an identity that is not Ready because of C1-C3 is
@@ -209,7 +209,7 @@ func TestSyncRequeueNotReadySection14(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		consent  bool
-		identity *v1.TerraformClusterIdentity
+		identity *v1alpha1.TerraformClusterIdentity
 		source   *corev1.Secret
 	}{
 		{"C1 NotOptedIn", consentOn, newIdentity(identityName, allowAll()), newSource(sourceData())},
@@ -278,14 +278,14 @@ func TestSyncCredentialsValid(t *testing.T) {
 			require.NoError(t, f.sync(identityName))
 
 			st := f.lastStatus()
-			requireCondition(t, st, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
 			events := f.popEvents()
 			if len(tc.want) == 0 {
-				requireCondition(t, st, v1.ConditionCredentialsValid, metav1.ConditionTrue, v1.ReasonKeysValid)
-				require.Equal(t, []string{"Normal " + v1.EventSecretFound}, eventReasons(events), "no KeysValid event: nothing became clean")
+				requireCondition(t, st, v1alpha1.ConditionCredentialsValid, metav1.ConditionTrue, v1alpha1.ReasonKeysValid)
+				require.Equal(t, []string{"Normal " + v1alpha1.EventSecretFound}, eventReasons(events), "no KeysValid event: nothing became clean")
 				return
 			}
-			c := requireCondition(t, st, v1.ConditionCredentialsValid, metav1.ConditionFalse, v1.ReasonKeysNeedAttention)
+			c := requireCondition(t, st, v1alpha1.ConditionCredentialsValid, metav1.ConditionFalse, v1alpha1.ReasonKeysNeedAttention)
 			rest := c.Message
 			for _, w := range tc.want {
 				i := strings.Index(rest, w)
@@ -293,7 +293,7 @@ func TestSyncCredentialsValid(t *testing.T) {
 				rest = rest[i+len(w):]
 			}
 			require.NotContains(t, c.Message, "API_KEY", "a clean key is not named")
-			require.ElementsMatch(t, []string{"Normal " + v1.EventSecretFound, "Warning " + v1.EventKeysNeedAttention}, eventReasons(events))
+			require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventSecretFound, "Warning " + v1alpha1.EventKeysNeedAttention}, eventReasons(events))
 			// X1, explicitly: key names, never values (the fixture's scan
 			// covers logs too).
 			for _, s := range append(events, c.Message) {
@@ -327,7 +327,7 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 		return events
 	}
 
-	events := pass("Normal "+v1.EventSecretFound, "Warning "+v1.EventKeysNeedAttention)
+	events := pass("Normal "+v1alpha1.EventSecretFound, "Warning "+v1alpha1.EventKeysNeedAttention)
 	require.Contains(t, events[1], "API_KEY")
 	require.Contains(t, events[1], "with-dash")
 
@@ -341,14 +341,14 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 	f.catchUp()
 
 	f.updateSource(newSource(worse))
-	events = pass("Warning " + v1.EventKeysNeedAttention)
+	events = pass("Warning " + v1alpha1.EventKeysNeedAttention)
 	require.Contains(t, events[0], "TF_VAR_x")
 
 	f.updateSource(newSource(sourceData()))
-	pass("Normal " + v1.EventKeysValid)
+	pass("Normal " + v1alpha1.EventKeysValid)
 	stored, err := f.inf.Identities.Lister().Get(identityName)
 	require.NoError(t, err)
-	requireCondition(t, &stored.Status, v1.ConditionCredentialsValid, metav1.ConditionTrue, v1.ReasonKeysValid)
+	requireCondition(t, &stored.Status, v1alpha1.ConditionCredentialsValid, metav1.ConditionTrue, v1alpha1.ReasonKeysValid)
 }
 
 // newIdentityJob is a Job of a workload object in namespace, built by
@@ -356,8 +356,8 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 // hash it started with (C5), in state outcome.
 func newIdentityJob(namespace, owner, identity, hash string, outcome batchv1.JobConditionType) *batchv1.Job {
 	j := jobs.Build(jobs.Params{
-		OwnerAPIVersion: v1.SchemeGroupVersion.String(), OwnerKind: "TerraformCluster", OwnerName: owner,
-		OwnerUID: types.UID("uid-" + owner), Namespace: namespace, Generation: 1, Action: v1.JobActionApply,
+		OwnerAPIVersion: v1alpha1.SchemeGroupVersion.String(), OwnerKind: "TerraformCluster", OwnerName: owner,
+		OwnerUID: types.UID("uid-" + owner), Namespace: namespace, Generation: 1, Action: v1alpha1.JobActionApply,
 		ModuleImage: "registry.example.com/m:v1", RunnerImage: "registry.example.com/captf:v0",
 		MirrorName: credentials.MirrorName(identity), SourceHash: hash, Identity: identity,
 	})
@@ -397,33 +397,33 @@ func TestSyncRotationComplete(t *testing.T) {
 		name    string
 		mirrors []*corev1.Secret
 		jobs    []*batchv1.Job
-		want    v1.RotationStatus
+		want    v1alpha1.RotationStatus
 		status  metav1.ConditionStatus
-		reason  v1.ConditionReason
+		reason  v1alpha1.ConditionReason
 		msg     string
 	}{{
 		name:    "C5 every mirror current, no Job: RotationComplete",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", sourceData()), newMirror(identityName, "ns-b", sourceData())},
-		want:    v1.RotationStatus{MirrorsCurrent: 2},
-		status:  metav1.ConditionTrue, reason: v1.ReasonRotationComplete,
+		want:    v1alpha1.RotationStatus{MirrorsCurrent: 2},
+		status:  metav1.ConditionTrue, reason: v1alpha1.ReasonRotationComplete,
 	}, {
 		name:    "C5 a stale mirror: MirrorsStale",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", sourceData()), newMirror(identityName, "ns-b", old)},
-		want:    v1.RotationStatus{MirrorsCurrent: 1, MirrorsStale: 1},
-		status:  metav1.ConditionFalse, reason: v1.ReasonMirrorsStale,
+		want:    v1alpha1.RotationStatus{MirrorsCurrent: 1, MirrorsStale: 1},
+		status:  metav1.ConditionFalse, reason: v1alpha1.ReasonMirrorsStale,
 	}, {
 		name:    "C5 a running Job on the previous hash: JobsOnPreviousCredentials, naming it",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", sourceData()), newMirror(identityName, "ns-b", sourceData())},
 		jobs:    []*batchv1.Job{newIdentityJob("ns-a", "c-old", identityName, hashA, running)},
-		want:    v1.RotationStatus{MirrorsCurrent: 2, JobsOnPreviousCredentials: 1},
-		status:  metav1.ConditionFalse, reason: v1.ReasonJobsOnPreviousCredentials,
-		msg: "ns-a/" + jobs.Name("TerraformCluster", "c-old", "uid-c-old", v1.JobActionApply, 1),
+		want:    v1alpha1.RotationStatus{MirrorsCurrent: 2, JobsOnPreviousCredentials: 1},
+		status:  metav1.ConditionFalse, reason: v1alpha1.ReasonJobsOnPreviousCredentials,
+		msg: "ns-a/" + jobs.Name("TerraformCluster", "c-old", "uid-c-old", v1alpha1.JobActionApply, 1),
 	}, {
 		name:    "C5 a Job decided but not Finished (FailureTarget) still runs",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", sourceData())},
 		jobs:    []*batchv1.Job{newIdentityJob("ns-a", "c-old", identityName, hashA, batchv1.JobFailureTarget)},
-		want:    v1.RotationStatus{MirrorsCurrent: 1, JobsOnPreviousCredentials: 1},
-		status:  metav1.ConditionFalse, reason: v1.ReasonJobsOnPreviousCredentials,
+		want:    v1alpha1.RotationStatus{MirrorsCurrent: 1, JobsOnPreviousCredentials: 1},
+		status:  metav1.ConditionFalse, reason: v1alpha1.ReasonJobsOnPreviousCredentials,
 	}, {
 		name:    "C5 Jobs on the previous hash that finished do not count",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", sourceData())},
@@ -431,8 +431,8 @@ func TestSyncRotationComplete(t *testing.T) {
 			newIdentityJob("ns-a", "c-complete", identityName, hashA, batchv1.JobComplete),
 			newIdentityJob("ns-a", "c-failed", identityName, hashA, batchv1.JobFailed),
 		},
-		want:   v1.RotationStatus{MirrorsCurrent: 1},
-		status: metav1.ConditionTrue, reason: v1.ReasonRotationComplete,
+		want:   v1alpha1.RotationStatus{MirrorsCurrent: 1},
+		status: metav1.ConditionTrue, reason: v1alpha1.ReasonRotationComplete,
 	}, {
 		name:    "C5 running Jobs of another identity, or on the current hash, do not count",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", sourceData())},
@@ -440,18 +440,18 @@ func TestSyncRotationComplete(t *testing.T) {
 			newIdentityJob("ns-a", "c-other", "other", hashA, running),
 			newIdentityJob("ns-a", "c-current", identityName, hashB, running),
 		},
-		want:   v1.RotationStatus{MirrorsCurrent: 1},
-		status: metav1.ConditionTrue, reason: v1.ReasonRotationComplete,
+		want:   v1alpha1.RotationStatus{MirrorsCurrent: 1},
+		status: metav1.ConditionTrue, reason: v1alpha1.ReasonRotationComplete,
 	}, {
 		name:    "C5 stale mirror and old running Job: both counted",
 		mirrors: []*corev1.Secret{newMirror(identityName, "ns-a", old)},
 		jobs:    []*batchv1.Job{newIdentityJob("ns-a", "c-old", identityName, hashA, running)},
-		want:    v1.RotationStatus{MirrorsStale: 1, JobsOnPreviousCredentials: 1},
+		want:    v1alpha1.RotationStatus{MirrorsStale: 1, JobsOnPreviousCredentials: 1},
 		status:  metav1.ConditionFalse,
 	}, {
 		name:   "C5 no mirror, no Job: RotationComplete",
-		want:   v1.RotationStatus{},
-		status: metav1.ConditionTrue, reason: v1.ReasonRotationComplete,
+		want:   v1alpha1.RotationStatus{},
+		status: metav1.ConditionTrue, reason: v1alpha1.ReasonRotationComplete,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -469,7 +469,7 @@ func TestSyncRotationComplete(t *testing.T) {
 
 			st := f.lastStatus()
 			require.Equal(t, &tc.want, st.Rotation)
-			c := conditionOf(t, st, v1.ConditionRotationComplete)
+			c := conditionOf(t, st, v1alpha1.ConditionRotationComplete)
 			require.Equal(t, tc.status, c.Status, c.Message)
 			if tc.reason != "" {
 				require.Equal(t, string(tc.reason), c.Reason, c.Message)
@@ -481,7 +481,7 @@ func TestSyncRotationComplete(t *testing.T) {
 	}
 }
 
-func conditionOf(t *testing.T, st *v1.TerraformClusterIdentityStatus, ct v1.ConditionType) metav1.Condition {
+func conditionOf(t *testing.T, st *v1alpha1.TerraformClusterIdentityStatus, ct v1alpha1.ConditionType) metav1.Condition {
 	t.Helper()
 	for _, c := range st.Conditions {
 		if c.Type == string(ct) {
@@ -505,7 +505,7 @@ func TestSyncRotationCompleteWhenOldJobEnds(t *testing.T) {
 			f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()), newMirror(identityName, "ns-a", sourceData()), j)
 
 			require.NoError(t, f.sync(identityName))
-			c := requireCondition(t, f.lastStatus(), v1.ConditionRotationComplete, metav1.ConditionFalse, v1.ReasonJobsOnPreviousCredentials)
+			c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionRotationComplete, metav1.ConditionFalse, v1alpha1.ReasonJobsOnPreviousCredentials)
 			require.Contains(t, c.Message, "ns-a/"+j.Name)
 			f.catchUp()
 
@@ -520,8 +520,8 @@ func TestSyncRotationCompleteWhenOldJobEnds(t *testing.T) {
 			f.clock.Step(time.Minute)
 			require.NoError(t, f.sync(identityName))
 			st := f.lastStatus()
-			requireCondition(t, st, v1.ConditionRotationComplete, metav1.ConditionTrue, v1.ReasonRotationComplete)
-			require.Equal(t, &v1.RotationStatus{MirrorsCurrent: 1}, st.Rotation)
+			requireCondition(t, st, v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
+			require.Equal(t, &v1alpha1.RotationStatus{MirrorsCurrent: 1}, st.Rotation)
 		})
 	}
 }
@@ -535,16 +535,16 @@ func TestSyncRotationCompleteWhenMirrorCatchesUp(t *testing.T) {
 	f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()), newMirror(identityName, "ns-a", old))
 
 	require.NoError(t, f.sync(identityName))
-	requireCondition(t, f.lastStatus(), v1.ConditionRotationComplete, metav1.ConditionFalse, v1.ReasonMirrorsStale)
-	require.Equal(t, &v1.RotationStatus{MirrorsStale: 1}, f.lastStatus().Rotation)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionRotationComplete, metav1.ConditionFalse, v1alpha1.ReasonMirrorsStale)
+	require.Equal(t, &v1alpha1.RotationStatus{MirrorsStale: 1}, f.lastStatus().Rotation)
 	f.catchUp()
 
 	current := newMirror(identityName, "ns-a", sourceData())
 	require.NoError(t, f.kube.Tracker().Update(secretsGR, current, "ns-a"))
 	f.catchUp()
 	require.NoError(t, f.sync(identityName))
-	requireCondition(t, f.lastStatus(), v1.ConditionRotationComplete, metav1.ConditionTrue, v1.ReasonRotationComplete)
-	require.Equal(t, &v1.RotationStatus{MirrorsCurrent: 1}, f.lastStatus().Rotation)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
+	require.Equal(t, &v1alpha1.RotationStatus{MirrorsCurrent: 1}, f.lastStatus().Rotation)
 }
 
 // V6 with C2: an identity pointed at its own mirror is refused, and the
@@ -554,12 +554,12 @@ func TestSyncRefusedOwnMirrorSourceIsNotDeleted(t *testing.T) {
 	a := newMirror(identityName, "ns-a", sourceData())
 	b := newMirror(identityName, "ns-b", sourceData())
 	id := newIdentity(identityName, allowAll())
-	id.Spec.SecretRef = v1.SecretReference{Namespace: "ns-a", Name: a.Name}
+	id.Spec.SecretRef = v1alpha1.SecretReference{Namespace: "ns-a", Name: a.Name}
 	f.seed(id, a, b)
 
 	require.NoError(t, f.sync(identityName))
 
-	requireCondition(t, f.lastStatus(), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSourceRefused)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
 	require.Equal(t, map[string]types.UID{"ns-b/" + mirrorName: b.UID}, f.deletes(), "only the other mirror is revoked")
 	require.NotNil(t, f.storedSecret("ns-a", a.Name), "V6: the source is never deleted")
 }

@@ -13,7 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 // B2: a Secret that looks like a mirror but has no owner reference to a
@@ -33,10 +33,10 @@ func TestSyncForgedMirrorsDoNotCount(t *testing.T) {
 	f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()),
 		newMirror(identityName, "ns-real", sourceData()),
 		// The cluster these name exists with another UID, or uses another identity.
-		&v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-wronguid", Name: "c-ns-wronguid", UID: "uid-new"},
-			Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: identityName}}},
-		&v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-otheruser", Name: "c-ns-otheruser", UID: "uid-c-ns-otheruser"},
-			Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: "other"}}},
+		&v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-wronguid", Name: "c-ns-wronguid", UID: "uid-new"},
+			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identityName}}},
+		&v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-otheruser", Name: "c-ns-otheruser", UID: "uid-c-ns-otheruser"},
+			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: "other"}}},
 		ownerless, wrongUID, otherIdentityUser, notAWorkload,
 	)
 
@@ -44,10 +44,10 @@ func TestSyncForgedMirrorsDoNotCount(t *testing.T) {
 
 	st := f.lastStatus()
 	require.Equal(t, []string{"ns-configmap", "ns-forged", "ns-otheruser", "ns-real", "ns-wronguid"}, st.Namespaces, "S2/A4: look-alikes are listed")
-	require.Equal(t, &v1.MirrorCounts{Total: 1, Current: 1}, st.Mirrors, "B2: only the real mirror counts")
-	require.Equal(t, &v1.RotationStatus{MirrorsCurrent: 1}, st.Rotation)
-	requireCondition(t, st, v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
-	requireCondition(t, st, v1.ConditionRotationComplete, metav1.ConditionTrue, v1.ReasonRotationComplete)
+	require.Equal(t, &v1alpha1.MirrorCounts{Total: 1, Current: 1}, st.Mirrors, "B2: only the real mirror counts")
+	require.Equal(t, &v1alpha1.RotationStatus{MirrorsCurrent: 1}, st.Rotation)
+	requireCondition(t, st, v1alpha1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1alpha1.ReasonAllMirrorsCurrent)
+	requireCondition(t, st, v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
 	require.Empty(t, f.enqueuedOwners(), "nothing to rewrite for a look-alike")
 	require.Empty(t, f.deletes(), "look-alikes in allowed namespaces are left alone")
 }
@@ -57,7 +57,7 @@ func TestSyncForgedMirrorsDoNotCount(t *testing.T) {
 // managed label and the identity and source-hash annotations does not.
 func TestSyncForgedJobsDoNotCount(t *testing.T) {
 	const oldHash = "0000000000000000000000000000000000000000000000000000000000000000"
-	allowed := &v1.AllowedNamespaces{List: []string{"ns-a", "ns-b"}}
+	allowed := &v1alpha1.AllowedNamespaces{List: []string{"ns-a", "ns-b"}}
 
 	forged := newIdentityJob("ns-a", "x", identityName, oldHash, "")
 	forged.OwnerReferences = nil
@@ -82,10 +82,10 @@ func TestSyncForgedJobsDoNotCount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Options{Resync: resync})
 			f.seed(newIdentity(identityName, allowed), newSource(sourceData()),
-				&v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-a", Name: "ghost", UID: "uid-ghost"},
-					Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: identityName}}},
-				&v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-b", Name: "c-other", UID: "uid-c-other"},
-					Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: "other"}}},
+				&v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-a", Name: "ghost", UID: "uid-ghost"},
+					Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identityName}}},
+				&v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns-b", Name: "c-other", UID: "uid-c-other"},
+					Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: "other"}}},
 			)
 			for _, j := range tc.jobs {
 				f.seed(j)
@@ -96,9 +96,9 @@ func TestSyncForgedJobsDoNotCount(t *testing.T) {
 			st := f.lastStatus()
 			require.Equal(t, tc.want, st.Rotation.JobsOnPreviousCredentials)
 			if tc.want == 0 {
-				requireCondition(t, st, v1.ConditionRotationComplete, metav1.ConditionTrue, v1.ReasonRotationComplete)
+				requireCondition(t, st, v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
 			} else {
-				requireCondition(t, st, v1.ConditionRotationComplete, metav1.ConditionFalse, v1.ReasonJobsOnPreviousCredentials)
+				requireCondition(t, st, v1alpha1.ConditionRotationComplete, metav1.ConditionFalse, v1alpha1.ReasonJobsOnPreviousCredentials)
 			}
 		})
 	}
@@ -110,7 +110,7 @@ func TestSyncForgedJobsDoNotCount(t *testing.T) {
 func TestSyncRevokesWhenSourceUnreadable(t *testing.T) {
 	f := newFixture(t, Options{Resync: resync})
 	revoked := newMirror(identityName, "ns-unlisted", sourceData())
-	f.seed(newIdentity(identityName, &v1.AllowedNamespaces{List: []string{"ns-listed"}}), newSource(sourceData()),
+	f.seed(newIdentity(identityName, &v1alpha1.AllowedNamespaces{List: []string{"ns-listed"}}), newSource(sourceData()),
 		newMirror(identityName, "ns-listed", sourceData()), revoked)
 	f.kube.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() == sourceName {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	informers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
 	listers "github.com/captf/captf/pkg/generated/listers/infrastructure/v1alpha1"
@@ -47,7 +47,7 @@ const (
 func ClusterKey(namespace, clusterName string) string { return namespace + "/" + clusterName }
 
 func clusterIdentities(obj interface{}) ([]string, error) {
-	c, ok := obj.(*v1.TerraformCluster)
+	c, ok := obj.(*v1alpha1.TerraformCluster)
 	if !ok {
 		return nil, nil
 	}
@@ -64,11 +64,11 @@ func clusterIdentities(obj interface{}) ([]string, error) {
 }
 
 // memberRef returns a machine's or pool's own identityRef and labels.
-func memberRef(obj interface{}) (ref *v1.IdentityReference, m metav1.Object, ok bool) {
+func memberRef(obj interface{}) (ref *v1alpha1.IdentityReference, m metav1.Object, ok bool) {
 	switch o := obj.(type) {
-	case *v1.TerraformMachine:
+	case *v1alpha1.TerraformMachine:
 		return o.Spec.IdentityRef, o, true
-	case *v1.TerraformMachinePool:
+	case *v1alpha1.TerraformMachinePool:
 		return o.Spec.IdentityRef, o, true
 	}
 	return nil, nil, false
@@ -87,7 +87,7 @@ func memberClusters(obj interface{}) ([]string, error) {
 	if !ok || (ref != nil && ref.Name != "") {
 		return nil, nil
 	}
-	name := m.GetLabels()[v1.LabelClusterName]
+	name := m.GetLabels()[v1alpha1.LabelClusterName]
 	if name == "" {
 		return nil, nil
 	}
@@ -100,7 +100,7 @@ func identityAnnotation(obj interface{}) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if id := m.GetAnnotations()[v1.AnnotationIdentity]; id != "" {
+	if id := m.GetAnnotations()[v1alpha1.AnnotationIdentity]; id != "" {
 		return []string{id}, nil
 	}
 	return nil, nil
@@ -194,7 +194,7 @@ func NewResolver(clusters informers.TerraformClusterInformer, machines informers
 // IdentityOf returns the identity a workload object resolves to (SPEC I1,
 // I2), "" when none.
 func (r *Resolver) IdentityOf(obj metav1.Object) (string, error) {
-	if _, ok := obj.(*v1.TerraformCluster); ok {
+	if _, ok := obj.(*v1alpha1.TerraformCluster); ok {
 		return IdentityIn(obj, nil), nil
 	}
 	own, m, ok := memberRef(obj)
@@ -214,15 +214,15 @@ func (r *Resolver) IdentityOf(obj metav1.Object) (string, error) {
 // IdentityIn resolves a workload object's identity (SPEC I1, I2) given the
 // TerraformClusters of its namespace, for callers that resolve many objects
 // of one namespace with one list.
-func IdentityIn(obj metav1.Object, clusters []*v1.TerraformCluster) string {
-	if c, ok := obj.(*v1.TerraformCluster); ok {
+func IdentityIn(obj metav1.Object, clusters []*v1alpha1.TerraformCluster) string {
+	if c, ok := obj.(*v1alpha1.TerraformCluster); ok {
 		return credentials.ClusterIdentity(c)
 	}
 	own, m, ok := memberRef(obj)
 	if !ok {
 		return ""
 	}
-	cluster := credentials.SelectCluster(m.GetLabels()[v1.LabelClusterName], m.GetNamespace(), clusters)
+	cluster := credentials.SelectCluster(m.GetLabels()[v1alpha1.LabelClusterName], m.GetNamespace(), clusters)
 	id, _ := credentials.MemberIdentity(own, cluster)
 	return id
 }
@@ -231,9 +231,9 @@ func IdentityIn(obj metav1.Object, clusters []*v1.TerraformCluster) string {
 // that may inherit from cluster: those whose cluster-name label is the
 // cluster's own cluster-name label or its name. Callers confirm with
 // IdentityOf; this is the candidate set.
-func (r *Resolver) MembersOf(c *v1.TerraformCluster) ([]metav1.Object, error) {
+func (r *Resolver) MembersOf(c *v1alpha1.TerraformCluster) ([]metav1.Object, error) {
 	keys := []string{ClusterKey(c.Namespace, c.Name)}
-	if l := c.Labels[v1.LabelClusterName]; l != "" && l != c.Name {
+	if l := c.Labels[v1alpha1.LabelClusterName]; l != "" && l != c.Name {
 		keys = append(keys, ClusterKey(c.Namespace, l))
 	}
 	var out []metav1.Object
@@ -269,9 +269,9 @@ func (r *Resolver) Users(identity string) ([]Ref, error) {
 		return nil, err
 	}
 	for _, o := range clusters {
-		c := o.(*v1.TerraformCluster)
+		c := o.(*v1alpha1.TerraformCluster)
 		if credentials.ClusterIdentity(c) == identity {
-			add("TerraformCluster", c)
+			add(v1alpha1.KindTerraformCluster, c)
 		}
 		members, err := r.MembersOf(c)
 		if err != nil {
@@ -314,16 +314,16 @@ func (r *Resolver) Users(identity string) ([]Ref, error) {
 // resolves to identity (SPEC B2: only the manager's own users count, not a
 // reference a tenant wrote).
 func (r *Resolver) LiveUser(namespace string, ref metav1.OwnerReference, identity string) (bool, error) {
-	if group, _, _ := strings.Cut(ref.APIVersion, "/"); group != v1.GroupName {
+	if group, _, _ := strings.Cut(ref.APIVersion, "/"); group != v1alpha1.GroupName {
 		return false, nil
 	}
 	var idx cache.Indexer
 	switch ref.Kind {
-	case v1.KindTerraformCluster:
+	case v1alpha1.KindTerraformCluster:
 		idx = r.ClusterIndexer
-	case v1.KindTerraformMachine:
+	case v1alpha1.KindTerraformMachine:
 		idx = r.MachineIndexer
-	case v1.KindTerraformMachinePool:
+	case v1alpha1.KindTerraformMachinePool:
 		idx = r.PoolIndexer
 	default:
 		return false, nil
@@ -342,12 +342,12 @@ func (r *Resolver) LiveUser(namespace string, ref metav1.OwnerReference, identit
 
 func kindOf(o metav1.Object) string {
 	switch o.(type) {
-	case *v1.TerraformCluster:
-		return "TerraformCluster"
-	case *v1.TerraformMachine:
-		return "TerraformMachine"
-	case *v1.TerraformMachinePool:
-		return "TerraformMachinePool"
+	case *v1alpha1.TerraformCluster:
+		return v1alpha1.KindTerraformCluster
+	case *v1alpha1.TerraformMachine:
+		return v1alpha1.KindTerraformMachine
+	case *v1alpha1.TerraformMachinePool:
+		return v1alpha1.KindTerraformMachinePool
 	}
 	return fmt.Sprintf("%T", o)
 }

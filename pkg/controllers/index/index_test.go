@@ -8,12 +8,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/generated/clientset/versioned/fake"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 )
 
-func ref(name string) *v1.IdentityReference { return &v1.IdentityReference{Name: name} }
+func ref(name string) *v1alpha1.IdentityReference { return &v1alpha1.IdentityReference{Name: name} }
 
 func meta(ns, name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name), Labels: labels}
@@ -30,28 +30,28 @@ func TestUsers(t *testing.T) {
 	require.NoError(t, err, "indexes are added once, a second resolver reuses them")
 
 	deleting := metav1.NewTime(time.Now())
-	cl := func(o *v1.TerraformCluster) {
+	cl := func(o *v1alpha1.TerraformCluster) {
 		require.NoError(t, inf.TerraformClusters().Informer().GetIndexer().Add(o))
 	}
-	ma := func(o *v1.TerraformMachine) {
+	ma := func(o *v1alpha1.TerraformMachine) {
 		require.NoError(t, inf.TerraformMachines().Informer().GetIndexer().Add(o))
 	}
-	po := func(o *v1.TerraformMachinePool) {
+	po := func(o *v1alpha1.TerraformMachinePool) {
 		require.NoError(t, inf.TerraformMachinePools().Informer().GetIndexer().Add(o))
 	}
 
 	// a: cluster "prod" uses id-a, its members default to id-m.
-	cl(&v1.TerraformCluster{ObjectMeta: meta("a", "prod", nil), Spec: v1.TerraformClusterSpec{IdentityRef: ref("id-a"), Defaults: &v1.ClusterDefaults{IdentityRef: ref("id-m")}}})
-	ma(&v1.TerraformMachine{ObjectMeta: meta("a", "prod-0", map[string]string{v1.LabelClusterName: "prod"})})
-	ma(&v1.TerraformMachine{ObjectMeta: meta("a", "prod-own", map[string]string{v1.LabelClusterName: "prod"}), Spec: v1.TerraformMachineSpec{IdentityRef: ref("id-x")}})
-	po(&v1.TerraformMachinePool{ObjectMeta: meta("a", "pool", map[string]string{v1.LabelClusterName: "prod"})})
+	cl(&v1alpha1.TerraformCluster{ObjectMeta: meta("a", "prod", nil), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id-a"), Defaults: &v1alpha1.ClusterDefaults{IdentityRef: ref("id-m")}}})
+	ma(&v1alpha1.TerraformMachine{ObjectMeta: meta("a", "prod-0", map[string]string{v1alpha1.LabelClusterName: "prod"})})
+	ma(&v1alpha1.TerraformMachine{ObjectMeta: meta("a", "prod-own", map[string]string{v1alpha1.LabelClusterName: "prod"}), Spec: v1alpha1.TerraformMachineSpec{IdentityRef: ref("id-x")}})
+	po(&v1alpha1.TerraformMachinePool{ObjectMeta: meta("a", "pool", map[string]string{v1alpha1.LabelClusterName: "prod"})})
 	// b: cluster found by its cluster-name label (not its name), no defaults.
-	cl(&v1.TerraformCluster{ObjectMeta: meta("b", "c-123", map[string]string{v1.LabelClusterName: "blue"}), Spec: v1.TerraformClusterSpec{IdentityRef: ref("id-m")}})
-	m := &v1.TerraformMachine{ObjectMeta: meta("b", "blue-0", map[string]string{v1.LabelClusterName: "blue"})}
+	cl(&v1alpha1.TerraformCluster{ObjectMeta: meta("b", "c-123", map[string]string{v1alpha1.LabelClusterName: "blue"}), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id-m")}})
+	m := &v1alpha1.TerraformMachine{ObjectMeta: meta("b", "blue-0", map[string]string{v1alpha1.LabelClusterName: "blue"})}
 	m.DeletionTimestamp = &deleting
 	ma(m)
 	// c: a member whose cluster does not exist, and one of another namespace's name.
-	ma(&v1.TerraformMachine{ObjectMeta: meta("c", "orphan", map[string]string{v1.LabelClusterName: "prod"})})
+	ma(&v1alpha1.TerraformMachine{ObjectMeta: meta("c", "orphan", map[string]string{v1alpha1.LabelClusterName: "prod"})})
 
 	users := func(id string) []Ref {
 		out, err := r.Users(id)
@@ -70,7 +70,7 @@ func TestUsers(t *testing.T) {
 	require.Equal(t, []Ref{{Kind: "TerraformMachine", Namespace: "a", Name: "prod-own"}}, users("id-x"), "own identityRef wins")
 	require.Empty(t, users("unused"))
 
-	id, err := r.IdentityOf(&v1.TerraformMachine{ObjectMeta: meta("c", "orphan", map[string]string{v1.LabelClusterName: "prod"})})
+	id, err := r.IdentityOf(&v1alpha1.TerraformMachine{ObjectMeta: meta("c", "orphan", map[string]string{v1alpha1.LabelClusterName: "prod"})})
 	require.NoError(t, err)
 	require.Empty(t, id, "no cluster in its namespace: nothing to inherit (I2)")
 }

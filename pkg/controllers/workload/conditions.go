@@ -8,12 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 // setCondition sets a condition on w's status; the transition time moves
 // only when the status changes.
-func setCondition(w *workload, now time.Time, t v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason, format string, args ...any) {
+func setCondition(w *workload, now time.Time, t v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason, format string, args ...any) {
 	meta.SetStatusCondition(&w.status.Conditions, metav1.Condition{
 		Type:               string(t),
 		Status:             status,
@@ -27,7 +27,7 @@ func setCondition(w *workload, now time.Time, t v1.ConditionType, status metav1.
 // conditionChanged reports whether condition t differs between before and
 // w's status in status, reason or message: events fire once per change,
 // not once per pass (SPEC section 10).
-func conditionChanged(before []metav1.Condition, w *workload, t v1.ConditionType) bool {
+func conditionChanged(before []metav1.Condition, w *workload, t v1alpha1.ConditionType) bool {
 	b := meta.FindStatusCondition(before, string(t))
 	a := meta.FindStatusCondition(w.status.Conditions, string(t))
 	if b == nil || a == nil {
@@ -37,25 +37,25 @@ func conditionChanged(before []metav1.Condition, w *workload, t v1.ConditionType
 }
 
 // isTrue reports whether condition t of w is True.
-func isTrue(w *workload, t v1.ConditionType) bool {
+func isTrue(w *workload, t v1alpha1.ConditionType) bool {
 	return meta.IsStatusConditionTrue(w.status.Conditions, string(t))
 }
 
 // summarize sets Ready from the other three: True only when all are True,
 // else False with the reason and message of the first that is not.
 func summarize(w *workload, now time.Time) {
-	for _, t := range []v1.ConditionType{v1.ConditionIdentityAllowed, v1.ConditionCredentialsMirrored, v1.ConditionApplyJobSucceeded} {
+	for _, t := range []v1alpha1.ConditionType{v1alpha1.ConditionIdentityAllowed, v1alpha1.ConditionCredentialsMirrored, v1alpha1.ConditionApplyJobSucceeded} {
 		c := meta.FindStatusCondition(w.status.Conditions, string(t))
 		if c == nil {
-			setCondition(w, now, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNoApplyYet, "%s has not been reported yet", t)
+			setCondition(w, now, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoApplyYet, "%s has not been reported yet", t)
 			return
 		}
 		if c.Status != metav1.ConditionTrue {
-			setCondition(w, now, v1.ConditionReady, metav1.ConditionFalse, v1.ConditionReason(c.Reason), "%s: %s", t, c.Message)
+			setCondition(w, now, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ConditionReason(c.Reason), "%s: %s", t, c.Message)
 			return
 		}
 	}
-	setCondition(w, now, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonReady, "credentials are mirrored and the latest Job succeeded")
+	setCondition(w, now, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady, "credentials are mirrored and the latest Job succeeded")
 }
 
 // event records an event on w.

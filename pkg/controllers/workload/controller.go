@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/loop"
@@ -77,7 +77,7 @@ type Controller struct {
 	// echoes suppresses the events of the manager's own mirror and Job writes.
 	echoes *echoes
 	// written holds the status last written per object.
-	written  *loop.Written[v1.WorkloadStatus]
+	written  *loop.Written[v1alpha1.WorkloadStatus]
 	recorder record.EventRecorder
 	clock    clock.WithTicker
 	opts     Options
@@ -107,14 +107,14 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		kube:  kube,
 		captf: captf,
 		kinds: map[string]*kind{
-			KindCluster:     clusterKind(inf.Clusters, captf),
-			KindMachine:     machineKind(inf.Machines, captf),
-			KindMachinePool: poolKind(inf.Pools, captf),
+			v1alpha1.KindTerraformCluster:     clusterKind(inf.Clusters, captf),
+			v1alpha1.KindTerraformMachine:     machineKind(inf.Machines, captf),
+			v1alpha1.KindTerraformMachinePool: poolKind(inf.Pools, captf),
 		},
 		queues: map[string]loop.Queue{
-			KindCluster:     loop.NewQueue("terraformcluster"),
-			KindMachine:     loop.NewQueue("terraformmachine"),
-			KindMachinePool: loop.NewQueue("terraformmachinepool"),
+			v1alpha1.KindTerraformCluster:     loop.NewQueue("terraformcluster"),
+			v1alpha1.KindTerraformMachine:     loop.NewQueue("terraformmachine"),
+			v1alpha1.KindTerraformMachinePool: loop.NewQueue("terraformmachinepool"),
 		},
 		resolver:      resolver,
 		identities:    inf.Identities.Lister(),
@@ -130,7 +130,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		source:    reader,
 		conflicts: tracker,
 		echoes:    newEchoes(),
-		written:   loop.NewWritten[v1.WorkloadStatus](),
+		written:   loop.NewWritten[v1alpha1.WorkloadStatus](),
 		recorder:  recorder,
 		clock:     clk,
 		opts:      opts,
@@ -178,7 +178,7 @@ func (c *Controller) Enqueue(kind string, key cache.ObjectName) {
 // owners (M8); the identity controller uses it for S4.
 func (c *Controller) EnqueueOwners(obj metav1.Object) {
 	for _, ref := range obj.GetOwnerReferences() {
-		if gv := ref.APIVersion; gv != v1.SchemeGroupVersion.String() {
+		if gv := ref.APIVersion; gv != v1alpha1.SchemeGroupVersion.String() {
 			continue
 		}
 		c.Enqueue(ref.Kind, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
@@ -195,7 +195,7 @@ func (c *Controller) enqueueObject(obj interface{}) {
 
 // enqueueMembers enqueues the machines and pools that inherit from cluster (I3).
 func (c *Controller) enqueueMembers(obj interface{}) {
-	cl, ok := loop.Unwrap(obj).(*v1.TerraformCluster)
+	cl, ok := loop.Unwrap(obj).(*v1alpha1.TerraformCluster)
 	if !ok {
 		return
 	}
@@ -288,7 +288,7 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 		return err
 	}
 	identityName := func(obj interface{}) string {
-		if id, ok := loop.Unwrap(obj).(*v1.TerraformClusterIdentity); ok {
+		if id, ok := loop.Unwrap(obj).(*v1alpha1.TerraformClusterIdentity); ok {
 			return id.Name
 		}
 		return ""
@@ -298,7 +298,7 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			// Spec or deletion (I4); the identity's own status writes are not
 			// a change its users care about.
-			o, n := oldObj.(*v1.TerraformClusterIdentity), newObj.(*v1.TerraformClusterIdentity)
+			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
 			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
 				logger.V(4).Info("Identity changed; enqueueing its users", "identity", n.Name)
 				c.enqueueUsers(n.Name)

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 // queued takes every key out of each queue, by kind.
@@ -29,18 +29,20 @@ func (f *fixture) queued() map[string][]string {
 func TestEnqueueHelpers(t *testing.T) {
 	seedAll := func(f *fixture) {
 		f.seed(
-			newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: idRef("defaults")} }),
-			newCluster("c2", func(c *v1.TerraformCluster) { c.Spec.IdentityRef = idRef("other") }),
+			newCluster("c1", func(c *v1alpha1.TerraformCluster) {
+				c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: idRef("defaults")}
+			}),
+			newCluster("c2", func(c *v1alpha1.TerraformCluster) { c.Spec.IdentityRef = idRef("other") }),
 			// inherits c1's defaults
-			newMachine("m-inherits", func(m *v1.TerraformMachine) { m.Labels = map[string]string{v1.LabelClusterName: "c1"} }),
+			newMachine("m-inherits", func(m *v1alpha1.TerraformMachine) { m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"} }),
 			// own identityRef wins over c1's defaults
-			newMachine("m-own", func(m *v1.TerraformMachine) {
-				m.Labels = map[string]string{v1.LabelClusterName: "c1"}
+			newMachine("m-own", func(m *v1alpha1.TerraformMachine) {
+				m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"}
 				m.Spec.IdentityRef = idRef(identityName)
 			}),
-			newPool("p-inherits", func(p *v1.TerraformMachinePool) { p.Labels = map[string]string{v1.LabelClusterName: "c1"} }),
-			newPool("p-c2", func(p *v1.TerraformMachinePool) { p.Labels = map[string]string{v1.LabelClusterName: "c2"} }),
-			newCluster("elsewhere", func(c *v1.TerraformCluster) { c.Namespace = otherNS }),
+			newPool("p-inherits", func(p *v1alpha1.TerraformMachinePool) { p.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"} }),
+			newPool("p-c2", func(p *v1alpha1.TerraformMachinePool) { p.Labels = map[string]string{v1alpha1.LabelClusterName: "c2"} }),
+			newCluster("elsewhere", func(c *v1alpha1.TerraformCluster) { c.Namespace = otherNS }),
 		)
 	}
 	t.Run("I4 users of an identity, directly or by fallback", func(t *testing.T) {
@@ -48,13 +50,13 @@ func TestEnqueueHelpers(t *testing.T) {
 		seedAll(f)
 		f.c.enqueueUsers(identityName)
 		require.Equal(t, map[string][]string{
-			KindCluster: {testNS + "/c1", otherNS + "/elsewhere"},
-			KindMachine: {testNS + "/m-own"},
+			v1alpha1.KindTerraformCluster: {testNS + "/c1", otherNS + "/elsewhere"},
+			v1alpha1.KindTerraformMachine: {testNS + "/m-own"},
 		}, sortedQueued(f))
 		f.c.enqueueUsers("defaults")
 		require.Equal(t, map[string][]string{
-			KindMachine:     {testNS + "/m-inherits"},
-			KindMachinePool: {testNS + "/p-inherits"},
+			v1alpha1.KindTerraformMachine:     {testNS + "/m-inherits"},
+			v1alpha1.KindTerraformMachinePool: {testNS + "/p-inherits"},
 		}, sortedQueued(f))
 	})
 	t.Run("I3 members of a cluster that inherit from it", func(t *testing.T) {
@@ -64,18 +66,18 @@ func TestEnqueueHelpers(t *testing.T) {
 		require.NoError(t, err)
 		f.c.enqueueMembers(c1)
 		require.Equal(t, map[string][]string{
-			KindMachine:     {testNS + "/m-inherits"},
-			KindMachinePool: {testNS + "/p-inherits"},
+			v1alpha1.KindTerraformMachine:     {testNS + "/m-inherits"},
+			v1alpha1.KindTerraformMachinePool: {testNS + "/p-inherits"},
 		}, sortedQueued(f))
 		// Tombstones are unwrapped.
 		f.c.enqueueMembers(cache.DeletedFinalStateUnknown{Key: testNS + "/c1", Obj: c1})
-		require.Len(t, sortedQueued(f)[KindMachine], 1)
+		require.Len(t, sortedQueued(f)[v1alpha1.KindTerraformMachine], 1)
 	})
 	t.Run("N5 every workload object of a relabelled namespace", func(t *testing.T) {
 		f := newFixture(t)
 		seedAll(f)
 		f.c.enqueueNamespace(otherNS)
-		require.Equal(t, map[string][]string{KindCluster: {otherNS + "/elsewhere"}}, sortedQueued(f))
+		require.Equal(t, map[string][]string{v1alpha1.KindTerraformCluster: {otherNS + "/elsewhere"}}, sortedQueued(f))
 	})
 }
 
@@ -93,16 +95,16 @@ func TestWorkloadChanged(t *testing.T) {
 	base := newCluster("c1")
 	tests := []struct {
 		name   string
-		change func(c *v1.TerraformCluster)
+		change func(c *v1alpha1.TerraformCluster)
 		want   bool
 	}{
-		{"status only", func(c *v1.TerraformCluster) { c.Status.Identity = "x"; c.ResourceVersion = "11" }, false},
-		{"generation", func(c *v1.TerraformCluster) { c.Generation = 2 }, true},
-		{"labels", func(c *v1.TerraformCluster) { c.Labels = map[string]string{v1.LabelClusterName: "x"} }, true},
-		{"abandon annotation", func(c *v1.TerraformCluster) {
-			c.Annotations = map[string]string{v1.AnnotationAbandonInfrastructure: string(c.UID)}
+		{"status only", func(c *v1alpha1.TerraformCluster) { c.Status.Identity = "x"; c.ResourceVersion = "11" }, false},
+		{"generation", func(c *v1alpha1.TerraformCluster) { c.Generation = 2 }, true},
+		{"labels", func(c *v1alpha1.TerraformCluster) { c.Labels = map[string]string{v1alpha1.LabelClusterName: "x"} }, true},
+		{"abandon annotation", func(c *v1alpha1.TerraformCluster) {
+			c.Annotations = map[string]string{v1alpha1.AnnotationAbandonInfrastructure: string(c.UID)}
 		}, true},
-		{"finalizers", func(c *v1.TerraformCluster) { c.Finalizers = []string{v1.FinalizerDestroy} }, true},
+		{"finalizers", func(c *v1alpha1.TerraformCluster) { c.Finalizers = []string{v1alpha1.FinalizerDestroy} }, true},
 		{"deletion", deletingCluster, true},
 	}
 	for _, tc := range tests {
@@ -114,7 +116,7 @@ func TestWorkloadChanged(t *testing.T) {
 	}
 }
 
-func deletingCluster(c *v1.TerraformCluster) {
+func deletingCluster(c *v1alpha1.TerraformCluster) {
 	ts := metav1.NewTime(epoch)
 	c.DeletionTimestamp = &ts
 }

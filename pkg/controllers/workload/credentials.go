@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/pkg/metrics"
@@ -48,15 +48,15 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	now := c.clock.Now()
 	before := w.status.DeepCopy()
 	defer func() {
-		if conditionChanged(before.Conditions, w, v1.ConditionIdentityAllowed) && !isTrue(w, v1.ConditionIdentityAllowed) {
-			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionIdentityAllowed)); cond != nil && cond.Status == metav1.ConditionFalse {
-				c.warn(w, v1.EventIdentityNotAllowed, "%s", cond.Message)
+		if conditionChanged(before.Conditions, w, v1alpha1.ConditionIdentityAllowed) && !isTrue(w, v1alpha1.ConditionIdentityAllowed) {
+			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionIdentityAllowed)); cond != nil && cond.Status == metav1.ConditionFalse {
+				c.warn(w, v1alpha1.EventIdentityNotAllowed, "%s", cond.Message)
 			}
 		}
 	}()
-	notReady := func(reason v1.ConditionReason, format string, args ...any) {
-		setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionFalse, reason, format, args...)
-		setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending, "no mirror while IdentityAllowed is False (%s)", reason)
+	notReady := func(reason v1alpha1.ConditionReason, format string, args ...any) {
+		setCondition(w, now, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, reason, format, args...)
+		setCondition(w, now, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending, "no mirror while IdentityAllowed is False (%s)", reason)
 		metrics.IdentityDenied.WithLabelValues(string(reason)).Inc()
 	}
 
@@ -70,12 +70,12 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 		return res, err
 	}
 	if id == "" {
-		notReady(v1.ReasonIdentityNotFound, "%s resolves to no identity: set spec.identityRef, or its cluster's spec.defaults.identityRef or spec.identityRef", w.kind)
+		notReady(v1alpha1.ReasonIdentityNotFound, "%s resolves to no identity: set spec.identityRef, or its cluster's spec.defaults.identityRef or spec.identityRef", w.kind)
 		return res, nil
 	}
 	identity, err := c.identities.Get(id)
 	if apierrors.IsNotFound(err) {
-		notReady(v1.ReasonIdentityNotFound, "TerraformClusterIdentity %s does not exist", id)
+		notReady(v1alpha1.ReasonIdentityNotFound, "TerraformClusterIdentity %s does not exist", id)
 		return res, nil
 	}
 	if err != nil {
@@ -95,16 +95,16 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 		if err := c.deleteMirror(ctx, w, id, ref); err != nil {
 			return res, err
 		}
-		notReady(v1.ReasonNamespaceNotAllowed, "TerraformClusterIdentity %s does not allow namespace %s", id, ns)
+		notReady(v1alpha1.ReasonNamespaceNotAllowed, "TerraformClusterIdentity %s does not allow namespace %s", id, ns)
 		return res, nil
 	}
 	src, err := c.source.Get(ctx, ticket, ref.Namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
-		notReady(v1.ReasonSecretNotFound, "Secret %s/%s named by TerraformClusterIdentity %s does not exist", ref.Namespace, ref.Name, id)
+		notReady(v1alpha1.ReasonSecretNotFound, "Secret %s/%s named by TerraformClusterIdentity %s does not exist", ref.Namespace, ref.Name, id)
 		return res, nil
 	}
 	if err != nil {
-		setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1.ReasonIdentityCheckFailed,
+		setCondition(w, now, v1alpha1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1alpha1.ReasonIdentityCheckFailed,
 			"reading Secret %s/%s of TerraformClusterIdentity %s: %v", ref.Namespace, ref.Name, id, err)
 		return res, fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
@@ -119,14 +119,14 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 		notReady(p.Reason, "%s", p.Message)
 		return res, nil
 	}
-	setCondition(w, now, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed,
+	setCondition(w, now, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed,
 		"TerraformClusterIdentity %s allows namespace %s", id, ns)
 	res.mirror = credentials.MirrorName(id)
 	res.hash, err = c.ensureMirror(ctx, w, id, src.Data)
 	if err != nil {
 		return res, err
 	}
-	res.ready = isTrue(w, v1.ConditionCredentialsMirrored)
+	res.ready = isTrue(w, v1alpha1.ConditionCredentialsMirrored)
 	return res, nil
 }
 
@@ -139,7 +139,7 @@ type owner struct {
 // ownerRef is the owner reference of a workload object (M5): non-controller,
 // blockOwnerDeletion unset.
 func ownerRef(kind string, o metav1.Object) metav1.OwnerReference {
-	return credentials.OwnerReference(v1.SchemeGroupVersion.String(), kind, o.GetName(), o.GetUID())
+	return credentials.OwnerReference(v1alpha1.SchemeGroupVersion.String(), kind, o.GetName(), o.GetUID())
 }
 
 // usersIn returns the objects of namespace that resolve to identity and are
@@ -193,18 +193,18 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 	now := c.clock.Now()
 	ns := w.obj.GetNamespace()
 	desired := credentials.DesiredMirror(identity, ns, data)
-	hash := desired.Annotations[v1.AnnotationSourceHash]
+	hash := desired.Annotations[v1alpha1.AnnotationSourceHash]
 	name := desired.Name
 	before := w.status.DeepCopy()
 	defer func() {
-		if conditionChanged(before.Conditions, w, v1.ConditionCredentialsMirrored) {
-			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionCredentialsMirrored)); cond != nil && cond.Reason == string(v1.ReasonMirrorFailed) {
-				c.warn(w, v1.EventMirrorConflict, "%s", cond.Message)
+		if conditionChanged(before.Conditions, w, v1alpha1.ConditionCredentialsMirrored) {
+			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionCredentialsMirrored)); cond != nil && cond.Reason == string(v1alpha1.ReasonMirrorFailed) {
+				c.warn(w, v1alpha1.EventMirrorConflict, "%s", cond.Message)
 			}
 		}
 	}()
 	failed := func(format string, args ...any) {
-		setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed, format, args...)
+		setCondition(w, now, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1alpha1.ReasonMirrorFailed, format, args...)
 	}
 
 	users, err := c.usersIn(identity, w)
@@ -246,7 +246,7 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 			failed("Secret %s/%s %s, so captf will not overwrite it: rename or delete it and the mirror is created on the next reconcile", ns, name, plan.Foreign)
 			return hash, nil
 		case credentials.MirrorDeleting:
-			setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending, "mirror Secret %s is being deleted; it is created again once it is gone", name)
+			setCondition(w, now, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending, "mirror Secret %s is being deleted; it is created again once it is gone", name)
 			return hash, fmt.Errorf("mirror %s/%s is being deleted; retrying", ns, name)
 		}
 		err := c.writeMirror(ctx, w, identity, plan, users)
@@ -307,12 +307,12 @@ func (c *Controller) writeMirror(ctx context.Context, w *workload, identity stri
 	klog.FromContext(ctx).V(2).Info("Wrote mirror", "mirror", klog.KObj(stored), "action", plan.Action, "identity", identity,
 		"changed", plan.Diff.String(), "owners", len(stored.OwnerReferences))
 	if plan.Action == credentials.MirrorCreate {
-		c.normal(w, v1.EventMirrorCreated, "Created mirror Secret %s of TerraformClusterIdentity %s", stored.Name, identity)
+		c.normal(w, v1alpha1.EventMirrorCreated, "Created mirror Secret %s of TerraformClusterIdentity %s", stored.Name, identity)
 	}
 	for _, ref := range plan.Repaired {
 		for _, u := range users {
 			if u.ref.UID == ref.UID {
-				c.recorder.Eventf(u.obj, corev1.EventTypeNormal, v1.EventOwnerReferenceRepaired,
+				c.recorder.Eventf(u.obj, corev1.EventTypeNormal, v1alpha1.EventOwnerReferenceRepaired,
 					"Replaced an owner reference with an older UID on mirror Secret %s", stored.Name)
 			}
 		}
@@ -323,7 +323,7 @@ func (c *Controller) writeMirror(ctx context.Context, w *workload, identity stri
 // mirrored records a current mirror.
 func (c *Controller) mirrored(w *workload, now time.Time, identity, name string) {
 	c.conflicts.Set(identity, w.obj.GetNamespace(), false)
-	setCondition(w, now, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored,
+	setCondition(w, now, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored,
 		"mirror Secret %s is current", name)
 }
 
@@ -343,7 +343,7 @@ func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.
 // deleteMirror deletes the namespace's mirror of identity whatever owners
 // remain (V1; C1, C2), unless the Secret of that name is not a mirror (M7)
 // or is the identity's own source (V6: an identity pointed at its mirror).
-func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity string, source v1.SecretReference) error {
+func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity string, source v1alpha1.SecretReference) error {
 	ns, name := w.obj.GetNamespace(), credentials.MirrorName(identity)
 	if source.Namespace == ns && source.Name == name {
 		return nil
@@ -371,7 +371,7 @@ func (c *Controller) deleteMirror(ctx context.Context, w *workload, identity str
 	}
 	metrics.MirrorWrites.WithLabelValues(metrics.WriteDeleted).Inc()
 	klog.FromContext(ctx).V(2).Info("Deleted mirror: the identity may not be used here", "mirror", klog.KRef(ns, name), "identity", identity)
-	c.normal(w, v1.EventMirrorRemoved, "Deleted mirror Secret %s: TerraformClusterIdentity %s may no longer be used in namespace %s", name, identity, ns)
+	c.normal(w, v1alpha1.EventMirrorRemoved, "Deleted mirror Secret %s: TerraformClusterIdentity %s may no longer be used in namespace %s", name, identity, ns)
 	return nil
 }
 
@@ -395,7 +395,7 @@ func (c *Controller) releaseMirrors(ctx context.Context, w *workload, match func
 	var errs []error
 	for _, o := range objs {
 		m := o.(*corev1.Secret)
-		if m.Namespace != w.obj.GetNamespace() || !match(m.Annotations[v1.AnnotationIdentity]) {
+		if m.Namespace != w.obj.GetNamespace() || !match(m.Annotations[v1alpha1.AnnotationIdentity]) {
 			continue
 		}
 		if err := c.removeOwner(ctx, w, m.DeepCopy(), uid); err != nil {
@@ -421,8 +421,8 @@ func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Sec
 			if err == nil {
 				metrics.MirrorWrites.WithLabelValues(metrics.WriteDeleted).Inc()
 				klog.FromContext(ctx).V(2).Info("Deleted mirror with its last owner", "mirror", klog.KObj(m))
-				c.normal(w, v1.EventMirrorRemoved, "Deleted mirror Secret %s of TerraformClusterIdentity %s: %s %s was its last user",
-					m.Name, m.Annotations[v1.AnnotationIdentity], w.kind, w.obj.GetName())
+				c.normal(w, v1alpha1.EventMirrorRemoved, "Deleted mirror Secret %s of TerraformClusterIdentity %s: %s %s was its last user",
+					m.Name, m.Annotations[v1alpha1.AnnotationIdentity], w.kind, w.obj.GetName())
 				return nil
 			}
 		} else {

@@ -13,22 +13,22 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 )
 
 // I1, I2, I3: which identity each kind resolves to; the status records it
 // and the mirror of that identity is the one written.
 func TestSyncResolvesIdentity(t *testing.T) {
-	clusterWith := func(identity string, defaults string) *v1.TerraformCluster {
-		return newCluster("c1", func(c *v1.TerraformCluster) {
+	clusterWith := func(identity string, defaults string) *v1alpha1.TerraformCluster {
+		return newCluster("c1", func(c *v1alpha1.TerraformCluster) {
 			c.Spec.IdentityRef = idRef(identity)
 			if defaults != "" {
-				c.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: idRef(defaults)}
+				c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: idRef(defaults)}
 			}
 		})
 	}
-	member := func(m metav1.Object) { m.SetLabels(map[string]string{v1.LabelClusterName: "c1"}) }
+	member := func(m metav1.Object) { m.SetLabels(map[string]string{v1alpha1.LabelClusterName: "c1"}) }
 	tests := []struct {
 		name string
 		kind string
@@ -37,50 +37,50 @@ func TestSyncResolvesIdentity(t *testing.T) {
 		want string
 	}{{
 		name: "I1 cluster uses spec.identityRef, never its defaults",
-		kind: KindCluster, obj: "c1",
+		kind: v1alpha1.KindTerraformCluster, obj: "c1",
 		objs: []runtime.Object{clusterWith("prod", "defaults")},
 		want: "prod",
 	}, {
 		name: "I2 machine uses its own identityRef first",
-		kind: KindMachine, obj: "m1",
-		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newMachine("m1", func(m *v1.TerraformMachine) {
+		kind: v1alpha1.KindTerraformMachine, obj: "m1",
+		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newMachine("m1", func(m *v1alpha1.TerraformMachine) {
 			member(m)
 			m.Spec.IdentityRef = idRef("own")
 		})},
 		want: "own",
 	}, {
 		name: "I2 machine without identityRef falls back to its cluster's defaults",
-		kind: KindMachine, obj: "m1",
-		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newMachine("m1", func(m *v1.TerraformMachine) { member(m) })},
+		kind: v1alpha1.KindTerraformMachine, obj: "m1",
+		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newMachine("m1", func(m *v1alpha1.TerraformMachine) { member(m) })},
 		want: "defaults",
 	}, {
 		name: "I2 machine without identityRef and cluster defaults falls back to the cluster's identityRef",
-		kind: KindMachine, obj: "m1",
-		objs: []runtime.Object{clusterWith("cluster-id", ""), newMachine("m1", func(m *v1.TerraformMachine) { member(m) })},
+		kind: v1alpha1.KindTerraformMachine, obj: "m1",
+		objs: []runtime.Object{clusterWith("cluster-id", ""), newMachine("m1", func(m *v1alpha1.TerraformMachine) { member(m) })},
 		want: "cluster-id",
 	}, {
 		name: "I2 pool uses its own identityRef first",
-		kind: KindMachinePool, obj: "p1",
-		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newPool("p1", func(p *v1.TerraformMachinePool) {
+		kind: v1alpha1.KindTerraformMachinePool, obj: "p1",
+		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
 			member(p)
 			p.Spec.IdentityRef = idRef("own")
 		})},
 		want: "own",
 	}, {
 		name: "I2 pool without identityRef falls back to its cluster's defaults",
-		kind: KindMachinePool, obj: "p1",
-		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newPool("p1", func(p *v1.TerraformMachinePool) { member(p) })},
+		kind: v1alpha1.KindTerraformMachinePool, obj: "p1",
+		objs: []runtime.Object{clusterWith("cluster-id", "defaults"), newPool("p1", func(p *v1alpha1.TerraformMachinePool) { member(p) })},
 		want: "defaults",
 	}, {
 		name: "I2 machine belongs to the cluster carrying its cluster-name label",
-		kind: KindMachine, obj: "m1",
+		kind: v1alpha1.KindTerraformMachine, obj: "m1",
 		objs: []runtime.Object{
-			newCluster("infra", func(c *v1.TerraformCluster) {
-				c.Labels = map[string]string{v1.LabelClusterName: "c1"}
+			newCluster("infra", func(c *v1alpha1.TerraformCluster) {
+				c.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"}
 				c.Spec.IdentityRef = idRef("by-label")
 			}),
 			clusterWith("by-name", ""),
-			newMachine("m1", func(m *v1.TerraformMachine) { member(m) }),
+			newMachine("m1", func(m *v1alpha1.TerraformMachine) { member(m) }),
 		},
 		want: "by-label",
 	}}
@@ -97,11 +97,11 @@ func TestSyncResolvesIdentity(t *testing.T) {
 
 			st := f.lastStatus()
 			require.Equal(t, tc.want, st.Identity)
-			requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-			requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 			m := f.createdSecret()
 			require.Equal(t, credentials.MirrorName(tc.want), m.Name)
-			require.Equal(t, tc.want, m.Annotations[v1.AnnotationIdentity])
+			require.Equal(t, tc.want, m.Annotations[v1alpha1.AnnotationIdentity])
 		})
 	}
 }
@@ -111,25 +111,25 @@ func TestSyncResolvesIdentity(t *testing.T) {
 // identity (and releases the old mirror, V4).
 func TestSyncMachineFollowsClusterDefaults(t *testing.T) {
 	f := newFixture(t)
-	cluster := newCluster("c1", func(c *v1.TerraformCluster) {
-		c.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: idRef("old")}
+	cluster := newCluster("c1", func(c *v1alpha1.TerraformCluster) {
+		c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: idRef("old")}
 	})
-	machine := newMachine("m1", func(m *v1.TerraformMachine) {
-		m.Labels = map[string]string{v1.LabelClusterName: "c1"}
+	machine := newMachine("m1", func(m *v1alpha1.TerraformMachine) {
+		m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"}
 		m.Spec.Source.Image = ""
 	})
 	f.seed(newSource(sourceData()), newIdentity("old", allowList(testNS)), newIdentity("new", allowList(testNS)), cluster, machine)
 
-	require.NoError(t, f.sync(KindMachine, "m1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
 	require.Equal(t, "old", f.lastStatus().Identity)
 	f.catchUp()
 
 	cluster.Spec.Defaults.IdentityRef = idRef("new")
 	cluster.Generation = 2
-	require.NoError(t, f.captf.Tracker().Update(v1.SchemeGroupVersion.WithResource("terraformclusters"), cluster, testNS))
+	require.NoError(t, f.captf.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("terraformclusters"), cluster, testNS))
 	f.catchUp()
 
-	require.NoError(t, f.sync(KindMachine, "m1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
 	require.Equal(t, "new", f.lastStatus().Identity)
 	w := f.writes()
 	require.Contains(t, w, "delete secrets "+testNS+"/"+credentials.MirrorName("old"), "V4: the old mirror had no other owner")
@@ -144,31 +144,31 @@ func TestSyncIdentityUnusable(t *testing.T) {
 		name         string
 		kind, obj    string
 		objs         []runtime.Object
-		wantReason   v1.ConditionReason
+		wantReason   v1alpha1.ConditionReason
 		wantIdentity string
 	}{{
 		name: "I2 machine resolves to nothing (no identityRef, no cluster)",
-		kind: KindMachine, obj: "m1",
+		kind: v1alpha1.KindTerraformMachine, obj: "m1",
 		objs:       []runtime.Object{newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newMachine("m1")},
-		wantReason: v1.ReasonIdentityNotFound,
+		wantReason: v1alpha1.ReasonIdentityNotFound,
 	}, {
 		name: "I2 machine's cluster has no identity at all",
-		kind: KindMachine, obj: "m1",
+		kind: v1alpha1.KindTerraformMachine, obj: "m1",
 		objs: []runtime.Object{newSource(sourceData()), newIdentity(identityName, allowList(testNS)),
-			newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.IdentityRef = nil }),
-			newMachine("m1", func(m *v1.TerraformMachine) { m.Labels = map[string]string{v1.LabelClusterName: "c1"} })},
-		wantReason: v1.ReasonIdentityNotFound,
+			newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.IdentityRef = nil }),
+			newMachine("m1", func(m *v1alpha1.TerraformMachine) { m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"} })},
+		wantReason: v1alpha1.ReasonIdentityNotFound,
 	}, {
 		name: "I2 cluster names an identity that does not exist",
-		kind: KindCluster, obj: "c1",
-		objs:         []runtime.Object{newSource(sourceData()), newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.IdentityRef = idRef("missing") })},
-		wantReason:   v1.ReasonIdentityNotFound,
+		kind: v1alpha1.KindTerraformCluster, obj: "c1",
+		objs:         []runtime.Object{newSource(sourceData()), newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.IdentityRef = idRef("missing") })},
+		wantReason:   v1alpha1.ReasonIdentityNotFound,
 		wantIdentity: "missing",
 	}, {
 		name: "I2 identity's source Secret is missing",
-		kind: KindCluster, obj: "c1",
+		kind: v1alpha1.KindTerraformCluster, obj: "c1",
 		objs:         []runtime.Object{newIdentity(identityName, allowList(testNS)), newCluster("c1")},
-		wantReason:   v1.ReasonSecretNotFound,
+		wantReason:   v1alpha1.ReasonSecretNotFound,
 		wantIdentity: identityName,
 	}}
 	for _, tc := range tests {
@@ -180,14 +180,14 @@ func TestSyncIdentityUnusable(t *testing.T) {
 
 			st := f.lastStatus()
 			require.Equal(t, tc.wantIdentity, st.Identity)
-			requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, tc.wantReason)
-			requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending)
-			requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet)
-			requireCondition(t, st, v1.ConditionReady, metav1.ConditionFalse, tc.wantReason)
+			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, tc.wantReason)
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
+			requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet)
+			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, tc.wantReason)
 			require.Empty(t, f.createdJobs(), "no Job")
 			f.requireNoMirrorWrite()
-			require.Equal(t, []string{"Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
-			if tc.wantReason == v1.ReasonSecretNotFound {
+			require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+			if tc.wantReason == v1alpha1.ReasonSecretNotFound {
 				f.requireSourceReadUncached()
 			}
 		})
@@ -203,21 +203,21 @@ func TestSyncAllowedNamespaces(t *testing.T) {
 	prodNS := newNamespace(testNS, map[string]string{"env": "prod"})
 	tests := []struct {
 		name    string
-		allowed *v1.AllowedNamespaces
+		allowed *v1alpha1.AllowedNamespaces
 		ns      *corev1.Namespace
 		want    bool
 	}{
 		{name: "N1 unset allows no namespace", allowed: nil, ns: devNS, want: false},
 		{name: "N2 list naming the namespace", allowed: allowList("x", testNS), want: true},
 		{name: "N2 list not naming the namespace", allowed: allowList(otherNS), want: false},
-		{name: "N2 empty list allows none", allowed: &v1.AllowedNamespaces{List: []string{}}, ns: devNS, want: false},
-		{name: "N3 selector matching the namespace labels", allowed: &v1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: devNS, want: true},
-		{name: "N3 selector not matching the namespace labels", allowed: &v1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: prodNS, want: false},
-		{name: "N3 selector with the namespace unknown to the informer", allowed: &v1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, want: false},
-		{name: "N4 selector {} allows every namespace without reading it", allowed: &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}, want: true},
-		{name: "N4 list and selector: union (selector matches)", allowed: &v1.AllowedNamespaces{List: []string{otherNS}, Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: devNS, want: true},
-		{name: "N4 list and selector: union (list matches)", allowed: &v1.AllowedNamespaces{List: []string{testNS}, Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: prodNS, want: true},
-		{name: "N6 invalid selector matches nothing", allowed: &v1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus", Values: []string{"dev"}}}})}, ns: devNS, want: false},
+		{name: "N2 empty list allows none", allowed: &v1alpha1.AllowedNamespaces{List: []string{}}, ns: devNS, want: false},
+		{name: "N3 selector matching the namespace labels", allowed: &v1alpha1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: devNS, want: true},
+		{name: "N3 selector not matching the namespace labels", allowed: &v1alpha1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: prodNS, want: false},
+		{name: "N3 selector with the namespace unknown to the informer", allowed: &v1alpha1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, want: false},
+		{name: "N4 selector {} allows every namespace without reading it", allowed: &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}, want: true},
+		{name: "N4 list and selector: union (selector matches)", allowed: &v1alpha1.AllowedNamespaces{List: []string{otherNS}, Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: devNS, want: true},
+		{name: "N4 list and selector: union (list matches)", allowed: &v1alpha1.AllowedNamespaces{List: []string{testNS}, Selector: sel(metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}})}, ns: prodNS, want: true},
+		{name: "N6 invalid selector matches nothing", allowed: &v1alpha1.AllowedNamespaces{Selector: sel(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus", Values: []string{"dev"}}}})}, ns: devNS, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,18 +227,18 @@ func TestSyncAllowedNamespaces(t *testing.T) {
 				f.seed(tc.ns)
 			}
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			st := f.lastStatus()
 			if tc.want {
-				requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-				requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+				requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+				requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 				require.Equal(t, mirrorName, f.createdSecret().Name)
 				return
 			}
-			c := requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+			c := requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
 			require.Contains(t, c.Message, testNS)
-			requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending)
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
 			f.requireNoMirrorWrite()
 			require.Empty(t, f.createdJobs())
 		})
@@ -249,7 +249,7 @@ func TestSyncAllowedNamespaces(t *testing.T) {
 // labels, annotations and one non-controller owner reference without
 // blockOwnerDeletion; MirrorCreated event. The source is read uncached (M6).
 func TestSyncCreatesMirror(t *testing.T) {
-	for _, kind := range []string{KindCluster, KindMachine, KindMachinePool} {
+	for _, kind := range []string{v1alpha1.KindTerraformCluster, v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t)
 			src := newSource(sourceData())
@@ -259,12 +259,12 @@ func TestSyncCreatesMirror(t *testing.T) {
 			f.seed(src, newIdentity(identityName, allowList(testNS)))
 			var obj metav1.Object
 			switch kind {
-			case KindCluster:
+			case v1alpha1.KindTerraformCluster:
 				obj = newCluster("obj")
-			case KindMachine:
-				obj = newMachine("obj", func(m *v1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) })
-			case KindMachinePool:
-				obj = newPool("obj", func(p *v1.TerraformMachinePool) { p.Spec.IdentityRef = idRef(identityName) })
+			case v1alpha1.KindTerraformMachine:
+				obj = newMachine("obj", func(m *v1alpha1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) })
+			case v1alpha1.KindTerraformMachinePool:
+				obj = newPool("obj", func(p *v1alpha1.TerraformMachinePool) { p.Spec.IdentityRef = idRef(identityName) })
 			}
 			f.seed(obj.(runtime.Object))
 
@@ -277,10 +277,10 @@ func TestSyncCreatesMirror(t *testing.T) {
 			require.Equal(t, corev1.SecretTypeOpaque, m.Type, "M2: Opaque, not the source's type")
 			require.Equal(t, sourceData(), m.Data, "M2: a byte copy of the data")
 			require.Empty(t, m.StringData)
-			require.Equal(t, map[string]string{v1.LabelMirrored: "true", v1.LabelManaged: "true"}, m.Labels, "M3")
+			require.Equal(t, map[string]string{v1alpha1.LabelMirrored: "true", v1alpha1.LabelManaged: "true"}, m.Labels, "M3")
 			require.Equal(t, map[string]string{
-				v1.AnnotationIdentity:   identityName,
-				v1.AnnotationSourceHash: credentials.SourceHash(sourceData()),
+				v1alpha1.AnnotationIdentity:   identityName,
+				v1alpha1.AnnotationSourceHash: credentials.SourceHash(sourceData()),
 			}, m.Annotations, "M3, M4")
 			require.Equal(t, []metav1.OwnerReference{{
 				APIVersion: "infrastructure.cluster.x-k8s.io/v1alpha1",
@@ -291,7 +291,7 @@ func TestSyncCreatesMirror(t *testing.T) {
 			require.Nil(t, m.OwnerReferences[0].Controller)
 			require.Nil(t, m.OwnerReferences[0].BlockOwnerDeletion)
 			events := f.popEvents()
-			require.Contains(t, eventReasons(events), "Normal "+v1.EventMirrorCreated)
+			require.Contains(t, eventReasons(events), "Normal "+v1alpha1.EventMirrorCreated)
 		})
 	}
 }
@@ -299,17 +299,17 @@ func TestSyncCreatesMirror(t *testing.T) {
 // M8: a mirror deleted out of band is recreated on the next reconcile.
 func TestSyncRecreatesDeletedMirror(t *testing.T) {
 	f := newFixture(t)
-	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" }))
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" }))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	f.catchUp()
 	f.popEvents()
 
 	require.NoError(t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, mirrorName))
 	f.catchUp()
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{"create secrets " + testNS + "/" + mirrorName}, f.writes(), "no status change either: it was Mirrored before")
-	require.Equal(t, []string{"Normal " + v1.EventMirrorCreated}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Normal " + v1alpha1.EventMirrorCreated}, eventReasons(f.popEvents()))
 }
 
 // M8: the mirror (and Job) event handler maps an object to its owners'
@@ -317,16 +317,16 @@ func TestSyncRecreatesDeletedMirror(t *testing.T) {
 func TestEnqueueOwners(t *testing.T) {
 	f := newFixture(t)
 	m := newMirror(identityName, testNS, sourceData(),
-		refOf(KindCluster, newCluster("c1")),
-		refOf(KindMachine, newMachine("m1")),
-		refOf(KindMachinePool, newPool("p1")),
+		refOf(v1alpha1.KindTerraformCluster, newCluster("c1")),
+		refOf(v1alpha1.KindTerraformMachine, newMachine("m1")),
+		refOf(v1alpha1.KindTerraformMachinePool, newPool("p1")),
 		metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d1", UID: "uid-d1"},
-		metav1.OwnerReference{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: KindCluster, Name: "foreign", UID: "uid-f"},
+		metav1.OwnerReference{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: v1alpha1.KindTerraformCluster, Name: "foreign", UID: "uid-f"},
 	)
 
 	f.c.EnqueueOwners(m)
 
-	want := map[string]string{KindCluster: "c1", KindMachine: "m1", KindMachinePool: "p1"}
+	want := map[string]string{v1alpha1.KindTerraformCluster: "c1", v1alpha1.KindTerraformMachine: "m1", v1alpha1.KindTerraformMachinePool: "p1"}
 	for kind, name := range want {
 		q := f.c.queues[kind]
 		require.Equal(t, 1, q.Len(), kind)
@@ -341,21 +341,21 @@ func TestEnqueueOwners(t *testing.T) {
 // alone; OwnerReferenceRepaired event.
 func TestSyncRepairsOwnerReference(t *testing.T) {
 	f := newFixture(t)
-	c1 := newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" })
-	oldRef := refOf(KindCluster, c1)
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
+	oldRef := refOf(v1alpha1.KindTerraformCluster, c1)
 	oldRef.UID = "uid-cluster-c1-old"
 	foreign := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "keep-me", UID: "uid-deploy"}
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
 		newMirror(identityName, testNS, sourceData(), foreign, oldRef))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	a, ok := f.find("update", "secrets", "")
 	require.True(t, ok, "actions: %v", f.allActions())
 	got := a.obj.(*corev1.Secret)
-	require.Equal(t, []metav1.OwnerReference{foreign, refOf(KindCluster, c1)}, got.OwnerReferences, "replaced in place, others kept")
+	require.Equal(t, []metav1.OwnerReference{foreign, refOf(v1alpha1.KindTerraformCluster, c1)}, got.OwnerReferences, "replaced in place, others kept")
 	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
-	require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1.EventOwnerReferenceRepaired)
+	require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventOwnerReferenceRepaired)
 }
 
 // M2, M5: one mirror per namespace and identity, shared: two objects of
@@ -363,38 +363,38 @@ func TestSyncRepairsOwnerReference(t *testing.T) {
 func TestSyncSharedMirrorHasEveryOwner(t *testing.T) {
 	t.Run("mirror created by the first user carries both", func(t *testing.T) {
 		f := newFixture(t)
-		c1 := newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" })
-		m1 := newMachine("m1", func(m *v1.TerraformMachine) {
-			m.Labels = map[string]string{v1.LabelClusterName: "c1"}
+		c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
+		m1 := newMachine("m1", func(m *v1alpha1.TerraformMachine) {
+			m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"}
 			m.Spec.Source.Image = ""
 		})
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m1)
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
-		require.ElementsMatch(t, []metav1.OwnerReference{refOf(KindCluster, c1), refOf(KindMachine, m1)}, f.createdSecret().OwnerReferences)
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+		require.ElementsMatch(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachine, m1)}, f.createdSecret().OwnerReferences)
 		f.catchUp()
 
 		// The second user finds itself already there: no mirror write (M6).
-		require.NoError(t, f.sync(KindMachine, "m1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
 		f.requireNoMirrorWrite()
-		requireCondition(t, f.lastStatus(), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+		requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	})
 	t.Run("a user missing from an existing mirror is added, others kept", func(t *testing.T) {
 		f := newFixture(t)
-		c1 := newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" })
-		p1 := newPool("p1", func(p *v1.TerraformMachinePool) {
+		c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
+		p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
 			p.Spec.IdentityRef = idRef(identityName)
 			p.Spec.Source.Image = ""
 		})
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
+			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
 		// p1 is new: the informer has it, the mirror does not name it yet.
 		f.seed(p1)
 
-		require.NoError(t, f.sync(KindMachinePool, "p1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
 		a, ok := f.find("update", "secrets", "")
 		require.True(t, ok)
-		require.Equal(t, []metav1.OwnerReference{refOf(KindCluster, c1), refOf(KindMachinePool, p1)}, a.obj.(*corev1.Secret).OwnerReferences)
+		require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachinePool, p1)}, a.obj.(*corev1.Secret).OwnerReferences)
 	})
 }
 
@@ -405,18 +405,18 @@ func TestSyncMirrorWritesOnlyOnChange(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", withFinalizer)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 
 	// First pass: the status is reported once.
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	f.requireNoMirrorWrite()
 	require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes())
 	f.catchUp()
 
 	// Unchanged pass: a GET of the source and nothing else.
 	f.clock.Step(syncPeriod)
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.writes(), "an unchanged pass makes no write")
 	require.Equal(t, []string{"get secrets " + sourceNS + "/" + sourceName}, f.readsOf("secrets"), "uncached read every pass")
 	f.catchUp()
@@ -426,48 +426,48 @@ func TestSyncMirrorWritesOnlyOnChange(t *testing.T) {
 	rotated["API_KEY"] = []byte("r0tated-VALUE-x1")
 	f.secrets = append(f.secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
 	require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName}, f.writes(), "data and hash only; the status did not change")
 	a, _ := f.find("update", "secrets", "")
 	m := a.obj.(*corev1.Secret)
 	require.Equal(t, rotated, m.Data)
-	require.Equal(t, credentials.SourceHash(rotated), m.Annotations[v1.AnnotationSourceHash])
-	require.Equal(t, []metav1.OwnerReference{refOf(KindCluster, c1)}, m.OwnerReferences)
+	require.Equal(t, credentials.SourceHash(rotated), m.Annotations[v1alpha1.AnnotationSourceHash])
+	require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1)}, m.OwnerReferences)
 	require.Empty(t, f.createdJobs(), "R3: a rotation alone starts no Job")
 }
 
 // M6: what differs is repaired with a write: a missing label, a stale
 // hash alone, data edited by someone; other labels and annotations kept.
 func TestSyncMirrorRepairsDrift(t *testing.T) {
-	c1 := newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" })
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
 	tests := []struct {
 		name  string
 		drift func(*corev1.Secret)
 	}{
-		{"managed label removed", func(s *corev1.Secret) { delete(s.Labels, v1.LabelManaged) }},
-		{"hash annotation edited", func(s *corev1.Secret) { s.Annotations[v1.AnnotationSourceHash] = "0000" }},
+		{"managed label removed", func(s *corev1.Secret) { delete(s.Labels, v1alpha1.LabelManaged) }},
+		{"hash annotation edited", func(s *corev1.Secret) { s.Annotations[v1alpha1.AnnotationSourceHash] = "0000" }},
 		{"data edited", func(s *corev1.Secret) { s.Data["API_KEY"] = []byte("tampered") }},
 		{"key added", func(s *corev1.Secret) { s.Data["EXTRA"] = []byte("x") }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			m := newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1))
+			m := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1))
 			m.Labels["other"] = "kept"
 			m.Annotations["other"] = "kept"
 			tc.drift(m)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m)
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			a, ok := f.find("update", "secrets", "")
 			require.True(t, ok, "actions: %v", f.allActions())
 			got := a.obj.(*corev1.Secret)
 			require.Equal(t, sourceData(), got.Data)
-			require.Equal(t, "true", got.Labels[v1.LabelManaged])
+			require.Equal(t, "true", got.Labels[v1alpha1.LabelManaged])
 			require.Equal(t, "kept", got.Labels["other"])
 			require.Equal(t, "kept", got.Annotations["other"])
-			require.Equal(t, credentials.SourceHash(sourceData()), got.Annotations[v1.AnnotationSourceHash])
+			require.Equal(t, credentials.SourceHash(sourceData()), got.Annotations[v1alpha1.AnnotationSourceHash])
 		})
 	}
 }
@@ -489,7 +489,7 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 		visible bool // to the label-selected informer
 		want    string
 	}{
-		{name: "M7 unlabelled Secret, invisible to the informer (create says AlreadyExists)", secret: foreignUnlabelled, want: "without the label " + v1.LabelMirrored},
+		{name: "M7 unlabelled Secret, invisible to the informer (create says AlreadyExists)", secret: foreignUnlabelled, want: "without the label " + v1alpha1.LabelMirrored},
 		{name: "M7 mirror of another identity", secret: otherIdentity, visible: true, want: "TerraformClusterIdentity someone-else"},
 		{name: "M7 mirror of another identity, not yet in the informer", secret: otherIdentity, want: "TerraformClusterIdentity someone-else"},
 	}
@@ -504,7 +504,7 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 				f.seedHidden(tc.secret)
 			}
 
-			require.NoError(t, f.sync(KindCluster, "c1"), "M7: no hot retry")
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"), "M7: no hot retry")
 
 			if !tc.visible {
 				// The informer cannot see it: the create is refused, then
@@ -525,14 +525,14 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 			}
 			require.Equal(t, tc.secret, f.storedSecret(testNS, mirrorName), "unchanged")
 			st := f.lastStatus()
-			requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-			c := requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed)
+			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+			c := requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1alpha1.ReasonMirrorFailed)
 			require.Contains(t, c.Message, testNS+"/"+mirrorName)
 			require.Contains(t, c.Message, tc.want)
-			requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet)
+			requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet)
 			require.Empty(t, f.createdJobs())
 			events := f.popEvents()
-			require.Equal(t, []string{"Warning " + v1.EventMirrorConflict}, eventReasons(events))
+			require.Equal(t, []string{"Warning " + v1alpha1.EventMirrorConflict}, eventReasons(events))
 			require.Contains(t, events[0], mirrorName)
 			require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName), "recorded for MirrorsConflicted")
 			for _, q := range f.queues {
@@ -541,7 +541,7 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 
 			// Once per change: the same conflict again emits no event.
 			f.catchUp()
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			require.Empty(t, f.popEvents())
 			// The informer cannot see an unlabelled Secret, so each pass
 			// tries a create that the API server refuses; nothing else.
@@ -559,11 +559,11 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 func TestSyncRevokesDisallowedNamespace(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1")
-	m1 := newMachine("m1", func(m *v1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) })
-	mirror := newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1), refOf(KindMachine, m1))
+	m1 := newMachine("m1", func(m *v1alpha1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) })
+	mirror := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachine, m1))
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1, m1, mirror)
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	w := f.writeActions()
 	require.Len(t, w, 2, "delete the mirror, write the status: %v", w)
@@ -571,12 +571,12 @@ func TestSyncRevokesDisallowedNamespace(t *testing.T) {
 	requireDeletePreconditions(t, w[0], mirror.UID, "")
 	require.Empty(t, f.createdJobs())
 	st := f.lastStatus()
-	c := requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	c := requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
 	require.Contains(t, c.Message, identityName)
 	require.Contains(t, c.Message, testNS)
-	requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending)
-	requireCondition(t, st, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
-	require.ElementsMatch(t, []string{"Normal " + v1.EventMirrorRemoved, "Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
+	requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
+	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 	require.Empty(t, f.readsOf("secrets"), "no source read for a namespace that is not allowed")
 }
 
@@ -585,28 +585,28 @@ func TestSyncRevokesDisallowedNamespace(t *testing.T) {
 // for a new generation.
 func TestSyncRevocationKeepsExistingInfrastructure(t *testing.T) {
 	f := newFixture(t)
-	c1 := newCluster("c1", withFinalizer, func(c *v1.TerraformCluster) { c.Generation = 2 })
+	c1 := newCluster("c1", withFinalizer, func(c *v1alpha1.TerraformCluster) { c.Generation = 2 })
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{"delete secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
 	st := f.lastStatus()
-	requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
-	requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
+	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
+	requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 }
 
 // V4: a pool whose identityRef changed removes its owner reference from
 // the old identity's mirror in its namespace, deleting that mirror with UID
 // and resourceVersion preconditions when it was the last owner.
 func TestSyncReleasesOldIdentityMirror(t *testing.T) {
-	p1 := newPool("p1", func(p *v1.TerraformMachinePool) {
+	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
 		p.Spec.IdentityRef = idRef("new")
 		p.Spec.Source.Image = ""
 	})
-	other := newCluster("c9", func(c *v1.TerraformCluster) { c.Spec.IdentityRef = idRef("old") })
+	other := newCluster("c9", func(c *v1alpha1.TerraformCluster) { c.Spec.IdentityRef = idRef("old") })
 	oldName := credentials.MirrorName("old")
 	tests := []struct {
 		name   string
@@ -614,8 +614,8 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 		// want is the write to the old mirror.
 		want string
 	}{
-		{name: "V4 last owner: the old mirror is deleted", owners: []metav1.OwnerReference{refOf(KindMachinePool, p1)}, want: "delete secrets " + testNS + "/" + oldName},
-		{name: "V4 other owners remain: only the reference goes", owners: []metav1.OwnerReference{refOf(KindCluster, other), refOf(KindMachinePool, p1)}, want: "update secrets " + testNS + "/" + oldName},
+		{name: "V4 last owner: the old mirror is deleted", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "delete secrets " + testNS + "/" + oldName},
+		{name: "V4 other owners remain: only the reference goes", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other), refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "update secrets " + testNS + "/" + oldName},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -624,16 +624,16 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 			old.ResourceVersion = "77"
 			f.seed(newSource(sourceData()), newIdentity("old", allowList(testNS)), newIdentity("new", allowList(testNS)), p1, old, other)
 
-			require.NoError(t, f.sync(KindMachinePool, "p1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
 
 			w := f.writeActions()
 			require.GreaterOrEqual(t, len(w), 2, "%v", w)
 			require.Equal(t, tc.want, w[0].String())
 			if w[0].verb == "delete" {
 				requireDeletePreconditions(t, w[0], old.UID, "77")
-				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1.EventMirrorRemoved)
+				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
-				require.Equal(t, []metav1.OwnerReference{refOf(KindCluster, other)}, w[0].obj.(*corev1.Secret).OwnerReferences)
+				require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other)}, w[0].obj.(*corev1.Secret).OwnerReferences)
 			}
 			require.Equal(t, "create secrets "+testNS+"/"+credentials.MirrorName("new"), w[1].String())
 			require.Equal(t, "new", f.lastStatus().Identity)
@@ -646,22 +646,22 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 // the mirror is then updated, not deleted.
 func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 	f := newFixture(t)
-	p1 := newPool("p1", func(p *v1.TerraformMachinePool) {
+	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
 		p.Spec.IdentityRef = idRef("new")
 		p.Spec.Source.Image = ""
 	})
 	oldName := credentials.MirrorName("old")
-	cached := newMirror("old", testNS, sourceData(), refOf(KindMachinePool, p1))
+	cached := newMirror("old", testNS, sourceData(), refOf(v1alpha1.KindTerraformMachinePool, p1))
 	f.seed(newSource(sourceData()), newIdentity("old", allowList(testNS)), newIdentity("new", allowList(testNS)), p1, cached)
 	// Meanwhile another object became an owner.
-	newcomer := metav1.OwnerReference{APIVersion: v1.SchemeGroupVersion.String(), Kind: KindMachine, Name: "m2", UID: "uid-machine-m2"}
+	newcomer := metav1.OwnerReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.KindTerraformMachine, Name: "m2", UID: "uid-machine-m2"}
 	fresh := cached.DeepCopy()
 	fresh.OwnerReferences = append(fresh.OwnerReferences, newcomer)
 	fresh.ResourceVersion = "43"
 	require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), fresh, testNS))
 	f.enforceDeletePreconditions()
 
-	require.NoError(t, f.sync(KindMachinePool, "p1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
 
 	var oldWrites []string
 	for _, a := range f.allActions() {
@@ -684,19 +684,19 @@ func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 // nothing is written.
 func TestSyncMirrorNotYetInInformer(t *testing.T) {
 	f := newFixture(t)
-	c1 := newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" })
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1)
-	f.seedHidden(newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
+	f.seedHidden(newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{
 		"create secrets " + testNS + "/" + mirrorName, // refused: AlreadyExists
 		"update terraformclusters/status " + testNS + "/c1",
 	}, f.writes())
 	require.Contains(t, f.readsOf("secrets"), "get secrets "+testNS+"/"+mirrorName)
-	requireCondition(t, f.lastStatus(), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
-	require.NotContains(t, eventReasons(f.popEvents()), "Normal "+v1.EventMirrorCreated)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	require.NotContains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventMirrorCreated)
 }
 
 // I2, M6: a source read that fails for another reason than NotFound is
@@ -709,10 +709,10 @@ func TestSyncSourceReadError(t *testing.T) {
 		return true, nil, apierrors.NewTooManyRequests("slow down", 1)
 	})
 
-	err := f.sync(KindCluster, "c1")
+	err := f.sync(v1alpha1.KindTerraformCluster, "c1")
 
 	require.Error(t, err)
-	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1.ReasonIdentityCheckFailed)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1alpha1.ReasonIdentityCheckFailed)
 	f.requireNoMirrorWrite()
 	require.Empty(t, f.createdJobs())
 }
@@ -726,11 +726,11 @@ func TestSyncConflictRecordIsCleared(t *testing.T) {
 		f := newFixture(t)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
 		f.seedHidden(foreign)
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 		require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName))
 
 		require.NoError(t, f.inf.Clusters.Informer().GetIndexer().Delete(newCluster("c1")))
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		// Nobody re-records it: it expires (users re-record live conflicts
 		// every sync period, R2).
@@ -739,20 +739,20 @@ func TestSyncConflictRecordIsCleared(t *testing.T) {
 	})
 	t.Run("V4 the only user switches to another identity", func(t *testing.T) {
 		f := newFixture(t)
-		p1 := newPool("p1", func(p *v1.TerraformMachinePool) {
+		p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
 			p.Spec.IdentityRef = idRef(identityName)
 			p.Spec.Source.Image = ""
 		})
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newIdentity("next", allowList(testNS)), p1)
 		f.seedHidden(foreign)
-		require.NoError(t, f.sync(KindMachinePool, "p1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
 		require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName))
 		f.catchUp()
 
 		p1.Spec.IdentityRef = idRef("next")
 		p1.Generation = 2
 		require.NoError(t, f.inf.Pools.Informer().GetIndexer().Update(p1))
-		require.NoError(t, f.sync(KindMachinePool, "p1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
 
 		require.Equal(t, "next", f.lastStatus().Identity)
 		f.clock.Step(conflictTTL + time.Second)
@@ -775,7 +775,7 @@ func TestSyncMirrorCreateRetriesAreBounded(t *testing.T) {
 		return true, nil, apierrors.NewAlreadyExists(corev1.Resource("secrets"), mirrorName)
 	})
 
-	_ = f.sync(KindCluster, "c1")
+	_ = f.sync(v1alpha1.KindTerraformCluster, "c1")
 
 	require.LessOrEqual(t, creates, maxWriteAttempts)
 }
@@ -788,8 +788,8 @@ func TestSyncMirrorCreateRetriesAreBounded(t *testing.T) {
 func TestSyncStatusJudgedAgainstLastWriteNotOnlyCache(t *testing.T) {
 	f := newFixture(t)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
-	require.NoError(t, f.sync(KindCluster, "c1"))
-	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
 	f.catchUp() // the cache holds the converged status
 
 	failures := 1
@@ -800,10 +800,10 @@ func TestSyncStatusJudgedAgainstLastWriteNotOnlyCache(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	require.Error(t, f.sync(KindCluster, "c1"))
-	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1.ReasonIdentityCheckFailed)
+	require.Error(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1alpha1.ReasonIdentityCheckFailed)
 
 	// No catchUp: the cache still shows the converged status.
-	require.NoError(t, f.sync(KindCluster, "c1"))
-	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
 }

@@ -25,7 +25,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -64,17 +64,19 @@ func sourceData() map[string][]byte {
 // ---------------------------------------------------------------------------
 // Objects.
 
-func newIdentity(name string, allowed *v1.AllowedNamespaces) *v1.TerraformClusterIdentity {
-	return &v1.TerraformClusterIdentity{
+func newIdentity(name string, allowed *v1alpha1.AllowedNamespaces) *v1alpha1.TerraformClusterIdentity {
+	return &v1alpha1.TerraformClusterIdentity{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-identity-" + name), Generation: 1},
-		Spec: v1.TerraformClusterIdentitySpec{
-			SecretRef:         v1.SecretReference{Namespace: sourceNS, Name: sourceName},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{
+			SecretRef:         v1alpha1.SecretReference{Namespace: sourceNS, Name: sourceName},
 			AllowedNamespaces: allowed,
 		},
 	}
 }
 
-func allowList(ns ...string) *v1.AllowedNamespaces { return &v1.AllowedNamespaces{List: ns} }
+func allowList(ns ...string) *v1alpha1.AllowedNamespaces {
+	return &v1alpha1.AllowedNamespaces{List: ns}
+}
 
 func newSource(data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
@@ -88,36 +90,36 @@ func newNamespace(name string, lbls map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
 }
 
-func idRef(name string) *v1.IdentityReference { return &v1.IdentityReference{Name: name} }
+func idRef(name string) *v1alpha1.IdentityReference { return &v1alpha1.IdentityReference{Name: name} }
 
-// newCluster's mods are func(*v1.TerraformCluster) or func(metav1.Object).
-func newCluster(name string, mods ...any) *v1.TerraformCluster {
-	c := &v1.TerraformCluster{
+// newCluster's mods are func(*v1alpha1.TerraformCluster) or func(metav1.Object).
+func newCluster(name string, mods ...any) *v1alpha1.TerraformCluster {
+	c := &v1alpha1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-cluster-" + name), Generation: 1, ResourceVersion: "10"},
-		Spec: v1.TerraformClusterSpec{
+		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: idRef(identityName),
-			Source:      v1.SourceSpec{Image: moduleImage},
+			Source:      v1alpha1.SourceSpec{Image: moduleImage},
 		},
 	}
 	applyMods(c, mods)
 	return c
 }
 
-// newMachine's mods are func(*v1.TerraformMachine) or func(metav1.Object).
-func newMachine(name string, mods ...any) *v1.TerraformMachine {
-	m := &v1.TerraformMachine{
+// newMachine's mods are func(*v1alpha1.TerraformMachine) or func(metav1.Object).
+func newMachine(name string, mods ...any) *v1alpha1.TerraformMachine {
+	m := &v1alpha1.TerraformMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-machine-" + name), Generation: 1, ResourceVersion: "10"},
-		Spec:       v1.TerraformMachineSpec{Source: v1.SourceSpec{Image: moduleImage}},
+		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: moduleImage}},
 	}
 	applyMods(m, mods)
 	return m
 }
 
-// newPool's mods are func(*v1.TerraformMachinePool) or func(metav1.Object).
-func newPool(name string, mods ...any) *v1.TerraformMachinePool {
-	p := &v1.TerraformMachinePool{
+// newPool's mods are func(*v1alpha1.TerraformMachinePool) or func(metav1.Object).
+func newPool(name string, mods ...any) *v1alpha1.TerraformMachinePool {
+	p := &v1alpha1.TerraformMachinePool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-pool-" + name), Generation: 1, ResourceVersion: "10"},
-		Spec:       v1.TerraformMachinePoolSpec{Source: v1.SourceSpec{Image: moduleImage}},
+		Spec:       v1alpha1.TerraformMachinePoolSpec{Source: v1alpha1.SourceSpec{Image: moduleImage}},
 	}
 	applyMods(p, mods)
 	return p
@@ -140,14 +142,14 @@ func applyMods[T metav1.Object](o T, mods []any) {
 func deleting(o metav1.Object) {
 	ts := metav1.NewTime(epoch.Add(-time.Minute))
 	o.SetDeletionTimestamp(&ts)
-	o.SetFinalizers([]string{v1.FinalizerDestroy})
+	o.SetFinalizers([]string{v1alpha1.FinalizerDestroy})
 }
 
-func withFinalizer(o metav1.Object) { o.SetFinalizers([]string{v1.FinalizerDestroy}) }
+func withFinalizer(o metav1.Object) { o.SetFinalizers([]string{v1alpha1.FinalizerDestroy}) }
 
 // refOf is the owner reference kind's object o puts on a mirror (M5).
 func refOf(kind string, o metav1.Object) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: v1.SchemeGroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID()}
+	return metav1.OwnerReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID()}
 }
 
 // newMirror is the mirror of identity in namespace as the manager writes it.
@@ -171,9 +173,9 @@ const (
 
 // newJob is the Job the manager builds for kind's object o, with the
 // conditions the Job controller sets for outcome (J7).
-func newJob(kind string, o metav1.Object, action v1.JobAction, generation int64, outcome jobOutcome) *batchv1.Job {
+func newJob(kind string, o metav1.Object, action v1alpha1.JobAction, generation int64, outcome jobOutcome) *batchv1.Job {
 	j := jobs.Build(jobs.Params{
-		OwnerAPIVersion: v1.SchemeGroupVersion.String(),
+		OwnerAPIVersion: v1alpha1.SchemeGroupVersion.String(),
 		OwnerKind:       kind,
 		OwnerName:       o.GetName(),
 		OwnerUID:        o.GetUID(),
@@ -288,10 +290,10 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 	}
 	kinf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
 	mirrors := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.LabelMirrored + "=" + v1.LabelTrue // M9
+		o.LabelSelector = v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue // M9
 	}))
 	managed := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.LabelManaged + "=" + v1.LabelTrue
+		o.LabelSelector = v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue
 	}))
 	cinf := captfinformers.NewSharedInformerFactory(f.captf, 0).Infrastructure().V1alpha1()
 	f.inf = Informers{
@@ -359,27 +361,27 @@ func (f *fixture) seed(objs ...runtime.Object) {
 	for _, o := range objs {
 		var idx cache.Indexer
 		switch x := o.(type) {
-		case *v1.TerraformCluster:
+		case *v1alpha1.TerraformCluster:
 			idx = f.inf.Clusters.Informer().GetIndexer()
-		case *v1.TerraformMachine:
+		case *v1alpha1.TerraformMachine:
 			idx = f.inf.Machines.Informer().GetIndexer()
-		case *v1.TerraformMachinePool:
+		case *v1alpha1.TerraformMachinePool:
 			idx = f.inf.Pools.Informer().GetIndexer()
-		case *v1.TerraformClusterIdentity:
+		case *v1alpha1.TerraformClusterIdentity:
 			idx = f.inf.Identities.Informer().GetIndexer()
 		case *corev1.Namespace:
 			idx = f.inf.Namespaces.Informer().GetIndexer()
 		case *batchv1.Job:
 			idx = f.inf.Jobs.Informer().GetIndexer()
 		case *corev1.Secret:
-			if x.Labels[v1.LabelMirrored] == v1.LabelTrue {
+			if x.Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
 				idx = f.inf.Mirrors.Informer().GetIndexer()
 			}
 		default:
 			f.t.Fatalf("cannot seed %T", o)
 		}
 		switch o.(type) {
-		case *v1.TerraformCluster, *v1.TerraformMachine, *v1.TerraformMachinePool, *v1.TerraformClusterIdentity:
+		case *v1alpha1.TerraformCluster, *v1alpha1.TerraformMachine, *v1alpha1.TerraformMachinePool, *v1alpha1.TerraformClusterIdentity:
 			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
 		default:
 			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
@@ -449,7 +451,7 @@ func (f *fixture) catchUp() {
 	require.NoError(f.t, err)
 	items = nil
 	for i := range sl.Items {
-		if sl.Items[i].Labels[v1.LabelMirrored] == v1.LabelTrue {
+		if sl.Items[i].Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
 			items = append(items, &sl.Items[i])
 		}
 	}
@@ -557,18 +559,18 @@ func (f *fixture) popEvents() []string {
 var eventReasons = controllertest.EventReasons
 
 // statusWrites returns the statuses written through /status, in order.
-func (f *fixture) statusWrites() []*v1.WorkloadStatus {
-	var out []*v1.WorkloadStatus
+func (f *fixture) statusWrites() []*v1alpha1.WorkloadStatus {
+	var out []*v1alpha1.WorkloadStatus
 	for _, a := range f.allActions() {
 		if a.verb != "update" || a.subresource != "status" {
 			continue
 		}
 		switch o := a.obj.(type) {
-		case *v1.TerraformCluster:
+		case *v1alpha1.TerraformCluster:
 			out = append(out, &o.Status)
-		case *v1.TerraformMachine:
+		case *v1alpha1.TerraformMachine:
 			out = append(out, &o.Status)
-		case *v1.TerraformMachinePool:
+		case *v1alpha1.TerraformMachinePool:
 			out = append(out, &o.Status)
 		}
 	}
@@ -576,7 +578,7 @@ func (f *fixture) statusWrites() []*v1.WorkloadStatus {
 }
 
 // lastStatus returns the last status written; the test fails when none was.
-func (f *fixture) lastStatus() *v1.WorkloadStatus {
+func (f *fixture) lastStatus() *v1alpha1.WorkloadStatus {
 	f.t.Helper()
 	ws := f.statusWrites()
 	require.NotEmpty(f.t, ws, "no status was written; actions: %v", f.allActions())
@@ -589,7 +591,7 @@ func (f *fixture) sync(kind, name string) error {
 }
 
 // requireCondition checks a condition's status and reason and returns it.
-func requireCondition(t *testing.T, st *v1.WorkloadStatus, ct v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason) metav1.Condition {
+func requireCondition(t *testing.T, st *v1alpha1.WorkloadStatus, ct v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) metav1.Condition {
 	t.Helper()
 	c := meta.FindStatusCondition(st.Conditions, string(ct))
 	require.NotNil(t, c, "condition %s missing in %+v", ct, st.Conditions)

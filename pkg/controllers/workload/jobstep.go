@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/jobs"
 )
@@ -58,7 +58,7 @@ func newJobSet(all []*batchv1.Job) jobSet {
 // first (at most one Job runs per object, J1; no finalizer goes before a
 // destroy, J8). These decisions are rare, so the list is cheap overall.
 func (c *Controller) freshJobs(ctx context.Context, w *workload) (jobSet, error) {
-	list, err := c.kube.BatchV1().Jobs(w.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+	list, err := c.kube.BatchV1().Jobs(w.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		return jobSet{}, fmt.Errorf("listing Jobs: %w", err)
 	}
@@ -85,7 +85,7 @@ func newer(a, b *batchv1.Job) bool {
 }
 
 // find returns the Job with action for generation (any generation when < 0).
-func (s jobSet) find(action v1.JobAction, generation int64) *batchv1.Job {
+func (s jobSet) find(action v1alpha1.JobAction, generation int64) *batchv1.Job {
 	var found *batchv1.Job
 	for _, j := range s.all {
 		if jobs.ActionOf(j) != action {
@@ -108,22 +108,22 @@ func (c *Controller) jobCondition(w *workload, j *batchv1.Job, now time.Time) {
 	gen, _ := jobs.GenerationOf(j)
 	switch out {
 	case jobs.Running:
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning, "%s Job %s (generation %d) is running", action, j.Name, gen)
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning, "%s Job %s (generation %d) is running", action, j.Name, gen)
 	case jobs.Succeeded:
-		reason := v1.ReasonApplySucceeded
-		if action == v1.JobActionDestroy {
-			reason = v1.ReasonDestroySucceeded
+		reason := v1alpha1.ReasonApplySucceeded
+		if action == v1alpha1.JobActionDestroy {
+			reason = v1alpha1.ReasonDestroySucceeded
 		}
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, reason, "%s Job %s (generation %d) succeeded", action, j.Name, gen)
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, reason, "%s Job %s (generation %d) succeeded", action, j.Name, gen)
 	case jobs.DeadlineExceeded:
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonJobDeadlineExceeded,
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded,
 			"%s Job %s (generation %d) ran past spec.jobs.activeDeadlineSeconds: %s; delete the Job to retry", action, j.Name, gen, msg)
 	default:
-		reason := v1.ReasonApplyFailed
-		if action == v1.JobActionDestroy {
-			reason = v1.ReasonDestroyFailed
+		reason := v1alpha1.ReasonApplyFailed
+		if action == v1alpha1.JobActionDestroy {
+			reason = v1alpha1.ReasonDestroyFailed
 		}
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
 			"%s Job %s (generation %d) failed: %s; see its logs, and delete the Job to retry", action, j.Name, gen, msg)
 	}
 }
@@ -154,7 +154,7 @@ func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds 
 	if w, err = c.setFinalizer(ctx, k, w, true); err != nil {
 		return w, err
 	}
-	j, err := c.createJob(ctx, w, v1.JobActionApply, creds, reapply)
+	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, reapply)
 	if err != nil {
 		return w, err
 	}
@@ -167,7 +167,7 @@ func (c *Controller) applyStep(ctx context.Context, k *kind, w *workload, creds 
 // keepFinalizer sets the finalizer on an object that has an apply Job:
 // infrastructure may exist, so its deletion must destroy it (J8).
 func (c *Controller) keepFinalizer(ctx context.Context, k *kind, w *workload, set jobSet) (*workload, error) {
-	if set.find(v1.JobActionApply, -1) == nil {
+	if set.find(v1alpha1.JobActionApply, -1) == nil {
 		return w, nil
 	}
 	return c.setFinalizer(ctx, k, w, true)
@@ -180,7 +180,7 @@ func recordLatest(w *workload, set jobSet) {
 		return
 	}
 	gen, _ := jobs.GenerationOf(set.latest)
-	w.status.LastJob = &v1.JobReference{Name: set.latest.Name, Action: jobs.ActionOf(set.latest), Generation: gen}
+	w.status.LastJob = &v1alpha1.JobReference{Name: set.latest.Name, Action: jobs.ActionOf(set.latest), Generation: gen}
 }
 
 // reportApply sets ApplyJobSucceeded from set and reports whether a new
@@ -190,7 +190,7 @@ func recordLatest(w *workload, set jobSet) {
 func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult, now time.Time) (start bool, reapply int) {
 	recordLatest(w, set)
 	gen := w.obj.GetGeneration()
-	current := set.find(v1.JobActionApply, gen)
+	current := set.find(v1alpha1.JobActionApply, gen)
 	switch {
 	case current != nil:
 		c.jobCondition(w, current, now)
@@ -200,19 +200,19 @@ func (c *Controller) reportApply(w *workload, set jobSet, creds credentialResult
 		return false, 0
 	case set.running != nil:
 		g, _ := jobs.GenerationOf(set.running)
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
 		return false, 0
 	case !creds.ready:
 		if set.latest != nil {
 			c.jobCondition(w, set.latest, now)
 		} else {
-			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
+			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
 				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
 		}
 		return false, 0
 	case w.source.Image == "":
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet,
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
 			"spec.source.image is not set: no Job can run")
 		return false, 0
 	}
@@ -240,7 +240,7 @@ func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentia
 	// the next number collide with one that exists.
 	n := 0
 	for _, j := range set.all {
-		if g, _ := jobs.GenerationOf(j); jobs.ActionOf(j) == v1.JobActionApply && g == gen {
+		if g, _ := jobs.GenerationOf(j); jobs.ActionOf(j) == v1alpha1.JobActionApply && g == gen {
 			n = max(n, jobs.ReapplyOf(j))
 		}
 	}
@@ -250,9 +250,9 @@ func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentia
 // createJob creates the Job for action at w's generation. An existing Job of
 // that name (a previous pass's create not yet in the cache) counts as
 // created. It returns nil without error when the namespace is terminating.
-func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAction, creds credentialResult, reapply int) (*batchv1.Job, error) {
+func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1.JobAction, creds credentialResult, reapply int) (*batchv1.Job, error) {
 	job := jobs.Build(jobs.Params{
-		OwnerAPIVersion:       v1.SchemeGroupVersion.String(),
+		OwnerAPIVersion:       v1alpha1.SchemeGroupVersion.String(),
 		OwnerKind:             w.kind,
 		OwnerName:             w.obj.GetName(),
 		OwnerUID:              w.obj.GetUID(),
@@ -276,17 +276,17 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1.JobAc
 	case apierrors.IsAlreadyExists(err):
 		created = job
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
-		if action == v1.JobActionDestroy {
+		if action == v1alpha1.JobActionDestroy {
 			c.destroyImpossible(w, c.clock.Now())
 		} else {
-			setCondition(w, c.clock.Now(), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonApplyFailed,
+			setCondition(w, c.clock.Now(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed,
 				"namespace %s is terminating: no apply Job can be created in it", w.obj.GetNamespace())
 		}
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("creating %s Job %s: %w", action, job.Name, err)
 	}
-	w.status.LastJob = &v1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
+	w.status.LastJob = &v1alpha1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
 	return created, nil
 }
 
@@ -302,16 +302,16 @@ func (c *Controller) namespaceTerminating(namespace string) bool {
 // the message says so rather than guess.
 func (c *Controller) destroyImpossible(w *workload, now time.Time) {
 	ns, uid := w.obj.GetNamespace(), w.obj.GetUID()
-	if last := w.status.LastJob; last != nil && last.Action == v1.JobActionDestroy {
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed,
+	if last := w.status.LastJob; last != nil && last.Action == v1alpha1.JobActionDestroy {
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
 			"namespace %s is terminating and took destroy Job %s with it, so its outcome is unknown and no new destroy Job can be created here; "+
 				"if it succeeded (see the provider), set annotation %s=%s to release the object",
-			ns, last.Name, v1.AnnotationAbandonInfrastructure, uid)
+			ns, last.Name, v1alpha1.AnnotationAbandonInfrastructure, uid)
 		return
 	}
-	setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed,
+	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
 		"namespace %s is terminating: no destroy Job can be created in it; set annotation %s=%s to release the object without a destroy (its infrastructure is left as it is)",
-		ns, v1.AnnotationAbandonInfrastructure, uid)
+		ns, v1alpha1.AnnotationAbandonInfrastructure, uid)
 }
 
 // syncDeleting runs the deletion flow of an object with the finalizer (J8):
@@ -339,37 +339,37 @@ func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) err
 		if _, err := c.setFinalizer(ctx, k, w, false); err != nil {
 			return err
 		}
-		logger.Info("Removed finalizer", "finalizer", v1.FinalizerDestroy)
+		logger.Info("Removed finalizer", "finalizer", v1alpha1.FinalizerDestroy)
 		return nil
 	}
 
-	if uid := w.obj.GetUID(); w.obj.GetAnnotations()[v1.AnnotationAbandonInfrastructure] == string(uid) {
-		c.warn(w, v1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is",
-			v1.AnnotationAbandonInfrastructure, v1.FinalizerDestroy)
+	if uid := w.obj.GetUID(); w.obj.GetAnnotations()[v1alpha1.AnnotationAbandonInfrastructure] == string(uid) {
+		c.warn(w, v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is",
+			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy)
 		return release()
 	}
 	set, err := c.jobsOf(w)
 	if err != nil {
 		return err
 	}
-	if set.running == nil && set.find(v1.JobActionDestroy, -1) == nil {
+	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil {
 		// The next step starts a destroy Job or drops the finalizer:
 		// confirm from the API server, not the cache.
 		if set, err = c.freshJobs(ctx, w); err != nil {
 			return err
 		}
 	}
-	if set.find(v1.JobActionApply, -1) == nil && w.status.LastJob == nil {
+	if set.find(v1alpha1.JobActionApply, -1) == nil && w.status.LastJob == nil {
 		// The finalizer was set but no apply Job was ever created: nothing
 		// to destroy.
 		return release()
 	}
-	if set.running != nil && jobs.ActionOf(set.running) == v1.JobActionApply {
-		setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning,
+	if set.running != nil && jobs.ActionOf(set.running) == v1alpha1.JobActionApply {
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"waiting for apply Job %s to end before destroying", set.running.Name)
 		return finish()
 	}
-	destroy := set.find(v1.JobActionDestroy, -1)
+	destroy := set.find(v1alpha1.JobActionDestroy, -1)
 	if destroy == nil {
 		creds, err := c.credentialStep(ctx, w)
 		if err != nil {
@@ -386,22 +386,22 @@ func (c *Controller) syncDeleting(ctx context.Context, k *kind, w *workload) err
 			// V2: the finalizer stays; allowing the namespace again or the
 			// abandon annotation releases it.
 			msg := "the destroy Job waits for credentials"
-			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionIdentityAllowed)); cond != nil && cond.Status != metav1.ConditionTrue {
+			if cond := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionIdentityAllowed)); cond != nil && cond.Status != metav1.ConditionTrue {
 				msg += ": " + cond.Message
-			} else if cond := meta.FindStatusCondition(w.status.Conditions, string(v1.ConditionCredentialsMirrored)); cond != nil && cond.Status != metav1.ConditionTrue {
+			} else if cond := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionCredentialsMirrored)); cond != nil && cond.Status != metav1.ConditionTrue {
 				msg += ": " + cond.Message
 			}
-			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonIdentityNotAllowed,
-				"%s; allow the namespace again, or set annotation %s=%s to remove the finalizer without a destroy", msg, v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed,
+				"%s; allow the namespace again, or set annotation %s=%s to remove the finalizer without a destroy", msg, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 			c.queues[k.name].AddAfter(w.key(), waitRequeue)
 			return finish()
 		}
 		if w.source.Image == "" {
-			setCondition(w, now, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed,
-				"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
+				"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 			return finish()
 		}
-		j, err := c.createJob(ctx, w, v1.JobActionDestroy, creds, 0)
+		j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, 0)
 		if err != nil {
 			_ = finish()
 			return err

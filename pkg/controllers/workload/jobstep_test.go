@@ -11,7 +11,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -20,20 +20,20 @@ import (
 // directly, with mods applied.
 func workloadOf(kind, name string, mods ...any) metav1.Object {
 	switch kind {
-	case KindCluster:
+	case v1alpha1.KindTerraformCluster:
 		return newCluster(name, mods...)
-	case KindMachine:
-		return newMachine(name, append([]any{func(m *v1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) }}, mods...)...)
+	case v1alpha1.KindTerraformMachine:
+		return newMachine(name, append([]any{func(m *v1alpha1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) }}, mods...)...)
 	default:
-		return newPool(name, append([]any{func(p *v1.TerraformMachinePool) { p.Spec.IdentityRef = idRef(identityName) }}, mods...)...)
+		return newPool(name, append([]any{func(p *v1alpha1.TerraformMachinePool) { p.Spec.IdentityRef = idRef(identityName) }}, mods...)...)
 	}
 }
 
 func resourceOf(kind string) string {
 	switch kind {
-	case KindCluster:
+	case v1alpha1.KindTerraformCluster:
 		return "terraformclusters"
-	case KindMachine:
+	case v1alpha1.KindTerraformMachine:
 		return "terraformmachines"
 	}
 	return "terraformmachinepools"
@@ -46,7 +46,7 @@ func generation(g int64) func(metav1.Object) { return func(o metav1.Object) { o.
 // is stored (an object with an apply Job must never be deleted without a
 // destroy), and the status records it.
 func TestSyncCreatesApplyJob(t *testing.T) {
-	for _, kind := range []string{KindCluster, KindMachine, KindMachinePool} {
+	for _, kind := range []string{v1alpha1.KindTerraformCluster, v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t)
 			obj := workloadOf(kind, "obj", generation(3))
@@ -55,7 +55,7 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 			require.NoError(t, f.sync(kind, "obj"))
 
 			res := resourceOf(kind)
-			wantName := jobs.Name(kind, "obj", obj.GetUID(), v1.JobActionApply, 3)
+			wantName := jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 3)
 			require.Equal(t, []string{
 				"create secrets " + testNS + "/" + mirrorName,
 				"update " + res + " " + testNS + "/obj",
@@ -63,16 +63,16 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 				"update " + res + "/status " + testNS + "/obj",
 			}, f.writes(), "the finalizer is stored before the Job is created")
 			upd, _ := f.find("update", res, "")
-			require.Equal(t, []string{v1.FinalizerDestroy}, upd.obj.(metav1.Object).GetFinalizers())
+			require.Equal(t, []string{v1alpha1.FinalizerDestroy}, upd.obj.(metav1.Object).GetFinalizers())
 
 			js := f.createdJobs()
 			require.Len(t, js, 1)
 			j := js[0]
 			require.LessOrEqual(t, len(j.Name), 63)
-			require.Equal(t, "true", j.Labels[v1.LabelManaged])
-			require.Equal(t, "apply", j.Annotations[v1.AnnotationJobAction])
-			require.Equal(t, "3", j.Annotations[v1.AnnotationJobGeneration])
-			require.Equal(t, credentials.SourceHash(sourceData()), j.Annotations[v1.AnnotationSourceHash], "C5")
+			require.Equal(t, "true", j.Labels[v1alpha1.LabelManaged])
+			require.Equal(t, "apply", j.Annotations[v1alpha1.AnnotationJobAction])
+			require.Equal(t, "3", j.Annotations[v1alpha1.AnnotationJobGeneration])
+			require.Equal(t, credentials.SourceHash(sourceData()), j.Annotations[v1alpha1.AnnotationSourceHash], "C5")
 			ctrl := metav1.GetControllerOf(j)
 			require.NotNil(t, ctrl)
 			require.Equal(t, obj.GetUID(), ctrl.UID)
@@ -81,11 +81,11 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 			require.Equal(t, runnerImage, j.Spec.Template.Spec.InitContainers[0].Image, "J5")
 
 			st := f.lastStatus()
-			require.Equal(t, &v1.JobReference{Name: wantName, Action: v1.JobActionApply, Generation: 3}, st.LastJob)
-			requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-			requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
-			requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
-			requireCondition(t, st, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonJobRunning)
+			require.Equal(t, &v1alpha1.JobReference{Name: wantName, Action: v1alpha1.JobActionApply, Generation: 3}, st.LastJob)
+			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+			requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
+			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonJobRunning)
 			for _, c := range st.Conditions {
 				require.Equal(t, int64(3), c.ObservedGeneration, c.Type)
 				require.Equal(t, epoch, c.LastTransitionTime.Time.UTC(), "the injected clock")
@@ -104,52 +104,52 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 func TestSyncNoApplyJob(t *testing.T) {
 	tests := []struct {
 		name       string
-		obj        *v1.TerraformCluster
-		jobs       func(c *v1.TerraformCluster) []runtime.Object
-		wantReason v1.ConditionReason
+		obj        *v1alpha1.TerraformCluster
+		jobs       func(c *v1alpha1.TerraformCluster) []runtime.Object
+		wantReason v1alpha1.ConditionReason
 		wantStatus metav1.ConditionStatus
 		wantMsg    string
 	}{{
 		name:       "J1 spec.source.image empty: NoApplyYet, no finalizer",
-		obj:        newCluster("c1", func(c *v1.TerraformCluster) { c.Spec.Source.Image = "" }),
-		wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonNoApplyYet, wantMsg: "spec.source.image",
+		obj:        newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" }),
+		wantStatus: metav1.ConditionUnknown, wantReason: v1alpha1.ReasonNoApplyYet, wantMsg: "spec.source.image",
 	}, {
 		name: "J1 a Job of an older generation still runs: no second Job",
 		obj:  newCluster("c1", withFinalizer, generation(2)),
-		jobs: func(c *v1.TerraformCluster) []runtime.Object {
-			return []runtime.Object{newJob(KindCluster, c, v1.JobActionApply, 1, jobRunning)}
+		jobs: func(c *v1alpha1.TerraformCluster) []runtime.Object {
+			return []runtime.Object{newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobRunning)}
 		},
-		wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonJobRunning, wantMsg: "generation 2 is applied after it ends",
+		wantStatus: metav1.ConditionUnknown, wantReason: v1alpha1.ReasonJobRunning, wantMsg: "generation 2 is applied after it ends",
 	}, {
 		name: "J1 a Job of an older generation has decided but its pod still runs (FailureTarget only): wait",
 		obj:  newCluster("c1", withFinalizer, generation(2)),
-		jobs: func(c *v1.TerraformCluster) []runtime.Object {
-			j := newJob(KindCluster, c, v1.JobActionApply, 1, jobDeadlineExceeded)
+		jobs: func(c *v1alpha1.TerraformCluster) []runtime.Object {
+			j := newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobDeadlineExceeded)
 			j.Status.Conditions = j.Status.Conditions[:1] // FailureTarget, not yet Failed
 			return []runtime.Object{j}
 		},
-		wantStatus: metav1.ConditionUnknown, wantReason: v1.ReasonJobRunning,
+		wantStatus: metav1.ConditionUnknown, wantReason: v1alpha1.ReasonJobRunning,
 	}, {
 		name: "J1 this generation's Job already exists",
 		obj:  newCluster("c1", withFinalizer, generation(2)),
-		jobs: func(c *v1.TerraformCluster) []runtime.Object {
-			return []runtime.Object{newJob(KindCluster, c, v1.JobActionApply, 1, jobSucceeded), newJob(KindCluster, c, v1.JobActionApply, 2, jobSucceeded)}
+		jobs: func(c *v1alpha1.TerraformCluster) []runtime.Object {
+			return []runtime.Object{newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobSucceeded), newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 2, jobSucceeded)}
 		},
-		wantStatus: metav1.ConditionTrue, wantReason: v1.ReasonApplySucceeded,
+		wantStatus: metav1.ConditionTrue, wantReason: v1alpha1.ReasonApplySucceeded,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), tc.obj,
-				newMirror(identityName, testNS, sourceData(), refOf(KindCluster, tc.obj)))
+				newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, tc.obj)))
 			if tc.jobs != nil {
 				f.seed(tc.jobs(tc.obj)...)
 			}
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes(), "no Job, no finalizer change")
-			c := requireCondition(t, f.lastStatus(), v1.ConditionApplyJobSucceeded, tc.wantStatus, tc.wantReason)
+			c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, tc.wantStatus, tc.wantReason)
 			require.Contains(t, c.Message, tc.wantMsg)
 		})
 	}
@@ -161,14 +161,14 @@ func TestSyncApplyJobAlreadyExists(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", withFinalizer)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
-	require.NoError(t, f.kube.Tracker().Add(newJob(KindCluster, c1, v1.JobActionApply, 1, jobRunning)))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
+	require.NoError(t, f.kube.Tracker().Add(newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning)))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	st := f.lastStatus()
-	require.Equal(t, jobs.Name(KindCluster, "c1", c1.UID, v1.JobActionApply, 1), st.LastJob.Name)
-	requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+	require.Equal(t, jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionApply, 1), st.LastJob.Name)
+	requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 }
 
 // J7: ApplyJobSucceeded reflects this generation's Job as the Job
@@ -178,32 +178,32 @@ func TestSyncReportsJobOutcome(t *testing.T) {
 		name       string
 		outcome    jobOutcome
 		status     metav1.ConditionStatus
-		reason     v1.ConditionReason
+		reason     v1alpha1.ConditionReason
 		wantReady  metav1.ConditionStatus
 		msgContain string
 	}{
-		{"J7 running", jobRunning, metav1.ConditionUnknown, v1.ReasonJobRunning, metav1.ConditionFalse, "is running"},
-		{"J7 succeeded", jobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded, metav1.ConditionTrue, "succeeded"},
-		{"J7 failed (BackoffLimitExceeded)", jobFailed, metav1.ConditionFalse, v1.ReasonApplyFailed, metav1.ConditionFalse, "backoff limit"},
-		{"J7 deadline exceeded", jobDeadlineExceeded, metav1.ConditionFalse, v1.ReasonJobDeadlineExceeded, metav1.ConditionFalse, "deadline"},
+		{"J7 running", jobRunning, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning, metav1.ConditionFalse, "is running"},
+		{"J7 succeeded", jobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded, metav1.ConditionTrue, "succeeded"},
+		{"J7 failed (BackoffLimitExceeded)", jobFailed, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, metav1.ConditionFalse, "backoff limit"},
+		{"J7 deadline exceeded", jobDeadlineExceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded, metav1.ConditionFalse, "deadline"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			c1 := newCluster("c1", withFinalizer)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-				newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-				newJob(KindCluster, c1, v1.JobActionApply, 1, tc.outcome))
+				newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, tc.outcome))
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			require.Empty(t, f.createdJobs(), "a Job exists for this generation")
 			st := f.lastStatus()
-			c := requireCondition(t, st, v1.ConditionApplyJobSucceeded, tc.status, tc.reason)
+			c := requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, tc.status, tc.reason)
 			require.Contains(t, c.Message, tc.msgContain)
-			ready := requireCondition(t, st, v1.ConditionReady, tc.wantReady, map[bool]v1.ConditionReason{true: v1.ReasonReady, false: tc.reason}[tc.wantReady == metav1.ConditionTrue])
+			ready := requireCondition(t, st, v1alpha1.ConditionReady, tc.wantReady, map[bool]v1alpha1.ConditionReason{true: v1alpha1.ReasonReady, false: tc.reason}[tc.wantReady == metav1.ConditionTrue])
 			if tc.wantReady != metav1.ConditionTrue {
-				require.Contains(t, ready.Message, string(v1.ConditionApplyJobSucceeded))
+				require.Contains(t, ready.Message, string(v1alpha1.ConditionApplyJobSucceeded))
 			}
 		})
 	}
@@ -216,34 +216,34 @@ func TestSyncReadySummary(t *testing.T) {
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: mirrorName, UID: "uid-foreign"}}
 	tests := []struct {
 		name   string
-		setup  func(f *fixture, c *v1.TerraformCluster)
+		setup  func(f *fixture, c *v1alpha1.TerraformCluster)
 		status metav1.ConditionStatus
-		reason v1.ConditionReason
+		reason v1alpha1.ConditionReason
 	}{{
 		name: "all True",
-		setup: func(f *fixture, c *v1.TerraformCluster) {
-			f.seed(newIdentity(identityName, allowList(testNS)), newJob(KindCluster, c, v1.JobActionApply, 1, jobSucceeded))
+		setup: func(f *fixture, c *v1alpha1.TerraformCluster) {
+			f.seed(newIdentity(identityName, allowList(testNS)), newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobSucceeded))
 		},
-		status: metav1.ConditionTrue, reason: v1.ReasonReady,
+		status: metav1.ConditionTrue, reason: v1alpha1.ReasonReady,
 	}, {
 		name: "IdentityAllowed first, even with a failed Job",
-		setup: func(f *fixture, c *v1.TerraformCluster) {
-			f.seed(newIdentity(identityName, allowList(otherNS)), newJob(KindCluster, c, v1.JobActionApply, 1, jobFailed))
+		setup: func(f *fixture, c *v1alpha1.TerraformCluster) {
+			f.seed(newIdentity(identityName, allowList(otherNS)), newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobFailed))
 		},
-		status: metav1.ConditionFalse, reason: v1.ReasonNamespaceNotAllowed,
+		status: metav1.ConditionFalse, reason: v1alpha1.ReasonNamespaceNotAllowed,
 	}, {
 		name: "CredentialsMirrored before ApplyJobSucceeded",
-		setup: func(f *fixture, c *v1.TerraformCluster) {
+		setup: func(f *fixture, c *v1alpha1.TerraformCluster) {
 			f.seedHidden(foreign)
-			f.seed(newIdentity(identityName, allowList(testNS)), newJob(KindCluster, c, v1.JobActionApply, 1, jobFailed))
+			f.seed(newIdentity(identityName, allowList(testNS)), newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobFailed))
 		},
-		status: metav1.ConditionFalse, reason: v1.ReasonMirrorFailed,
+		status: metav1.ConditionFalse, reason: v1alpha1.ReasonMirrorFailed,
 	}, {
 		name: "ApplyJobSucceeded last",
-		setup: func(f *fixture, c *v1.TerraformCluster) {
-			f.seed(newIdentity(identityName, allowList(testNS)), newJob(KindCluster, c, v1.JobActionApply, 1, jobFailed))
+		setup: func(f *fixture, c *v1alpha1.TerraformCluster) {
+			f.seed(newIdentity(identityName, allowList(testNS)), newJob(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobFailed))
 		},
-		status: metav1.ConditionFalse, reason: v1.ReasonApplyFailed,
+		status: metav1.ConditionFalse, reason: v1alpha1.ReasonApplyFailed,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,9 +252,9 @@ func TestSyncReadySummary(t *testing.T) {
 			f.seed(newSource(sourceData()), c1)
 			tc.setup(f, c1)
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-			requireCondition(t, f.lastStatus(), v1.ConditionReady, tc.status, tc.reason)
+			requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, tc.status, tc.reason)
 		})
 	}
 }
@@ -266,12 +266,12 @@ func TestSyncEventsOncePerChange(t *testing.T) {
 	f := newFixture(t)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), newCluster("c1"))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
-	require.Equal(t, []string{"Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 	f.catchUp()
 	f.clock.Step(syncPeriod)
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.popEvents(), "the same condition again: no event")
 	require.Empty(t, f.writes())
 
@@ -281,9 +281,9 @@ func TestSyncEventsOncePerChange(t *testing.T) {
 	id.Generation = 2
 	require.NoError(t, f.inf.Identities.Informer().GetIndexer().Update(id))
 	require.NoError(t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), sourceNS, sourceName))
-	require.NoError(t, f.sync(KindCluster, "c1"))
-	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonSecretNotFound)
-	require.Equal(t, []string{"Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
+	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 }
 
 // J8: a deleting object whose apply Job still runs waits for it: no
@@ -292,13 +292,13 @@ func TestSyncDeletingWaitsForRunningApply(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", deleting)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobRunning))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes())
-	c := requireCondition(t, f.lastStatus(), v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+	c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 	require.Contains(t, c.Message, "before destroying")
 }
 
@@ -307,13 +307,13 @@ func TestSyncDeletingWaitsForRunningApply(t *testing.T) {
 func TestSyncDeletingCreatesDestroyJob(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", deleting)
-	stale := newMirror(identityName, testNS, map[string][]byte{"API_KEY": []byte("old")}, refOf(KindCluster, c1))
+	stale := newMirror(identityName, testNS, map[string][]byte{"API_KEY": []byte("old")}, refOf(v1alpha1.KindTerraformCluster, c1))
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, stale,
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-	wantJob := jobs.Name(KindCluster, "c1", c1.UID, v1.JobActionDestroy, 1)
+	wantJob := jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionDestroy, 1)
 	require.Equal(t, []string{
 		"update secrets " + testNS + "/" + mirrorName,
 		"create jobs " + testNS + "/" + wantJob,
@@ -321,10 +321,10 @@ func TestSyncDeletingCreatesDestroyJob(t *testing.T) {
 	}, f.writes(), "mirror current first, then the destroy Job; the finalizer stays")
 	f.requireSourceReadUncached()
 	j := f.createdJobs()[0]
-	require.Equal(t, "destroy", j.Annotations[v1.AnnotationJobAction])
+	require.Equal(t, "destroy", j.Annotations[v1alpha1.AnnotationJobAction])
 	st := f.lastStatus()
-	require.Equal(t, &v1.JobReference{Name: wantJob, Action: v1.JobActionDestroy, Generation: 1}, st.LastJob)
-	requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+	require.Equal(t, &v1alpha1.JobReference{Name: wantJob, Action: v1alpha1.JobActionDestroy, Generation: 1}, st.LastJob)
+	requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 }
 
 // J8, V3: after a successful destroy, cleanup removes the object's owner
@@ -338,18 +338,18 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 		wantMirror string
 	}{
 		{name: "V3 last owner: mirror deleted", wantMirror: "delete secrets " + testNS + "/" + mirrorName},
-		{name: "V3 other owners: reference removed", others: []metav1.OwnerReference{refOf(KindMachine, newMachine("m1"))}, wantMirror: "update secrets " + testNS + "/" + mirrorName},
+		{name: "V3 other owners: reference removed", others: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformMachine, newMachine("m1"))}, wantMirror: "update secrets " + testNS + "/" + mirrorName},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			c1 := newCluster("c1", deleting, func(c *v1.TerraformCluster) { c.Finalizers = append(c.Finalizers, "example.com/other") })
-			mirror := newMirror(identityName, testNS, sourceData(), append([]metav1.OwnerReference{refOf(KindCluster, c1)}, tc.others...)...)
+			c1 := newCluster("c1", deleting, func(c *v1alpha1.TerraformCluster) { c.Finalizers = append(c.Finalizers, "example.com/other") })
+			mirror := newMirror(identityName, testNS, sourceData(), append([]metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1)}, tc.others...)...)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, mirror,
-				newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded),
-				newJob(KindCluster, c1, v1.JobActionDestroy, 1, jobSucceeded))
+				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded),
+				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionDestroy, 1, jobSucceeded))
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			w := f.writeActions()
 			require.Len(t, w, 3, "%v", w)
@@ -357,10 +357,10 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 			require.Equal(t, tc.wantMirror, w[1].String())
 			require.Equal(t, "update terraformclusters "+testNS+"/c1", w[2].String(), "the finalizer goes last")
 			require.Equal(t, []string{"example.com/other"}, w[2].obj.(metav1.Object).GetFinalizers(), "only ours removed")
-			requireCondition(t, f.lastStatus(), v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonDestroySucceeded)
+			requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonDestroySucceeded)
 			if w[1].verb == "delete" {
 				requireDeletePreconditions(t, w[1], mirror.UID, mirror.ResourceVersion)
-				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1.EventMirrorRemoved)
+				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
 				require.Equal(t, tc.others, w[1].obj.(*corev1.Secret).OwnerReferences)
 			}
@@ -374,14 +374,14 @@ func TestSyncDestroyFailedKeepsFinalizer(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", deleting)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded),
-		newJob(KindCluster, c1, v1.JobActionDestroy, 1, jobFailed))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionDestroy, 1, jobFailed))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes())
-	requireCondition(t, f.lastStatus(), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonDestroyFailed)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed)
 }
 
 // V2: a deletion whose destroy needs an identity that no longer allows the
@@ -391,23 +391,23 @@ func TestSyncDeletingWaitsForDisallowedIdentity(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", deleting)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{
 		"delete secrets " + testNS + "/" + mirrorName, // V1 still applies
 		"update terraformclusters/status " + testNS + "/c1",
 	}, f.writes(), "no destroy Job, no finalizer change")
 	st := f.lastStatus()
-	c := requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonIdentityNotAllowed)
-	require.Contains(t, c.Message, v1.AnnotationAbandonInfrastructure+"="+string(c1.UID))
-	requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	c := requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
+	require.Contains(t, c.Message, v1alpha1.AnnotationAbandonInfrastructure+"="+string(c1.UID))
+	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
 	key := cache.ObjectName{Namespace: testNS, Name: "c1"}
-	require.Equal(t, []after{{Key: key, Delay: waitRequeue}}, f.queues[KindCluster].AddedAfter())
+	require.Equal(t, []after{{Key: key, Delay: waitRequeue}}, f.queues[v1alpha1.KindTerraformCluster].AddedAfter())
 	f.clock.Step(waitRequeue)
-	f.waitQueued(KindCluster, key)
+	f.waitQueued(v1alpha1.KindTerraformCluster, key)
 }
 
 // V2: the abandon annotation set to the object's UID releases the
@@ -417,33 +417,33 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 	t.Run("V2 annotation names the UID", func(t *testing.T) {
 		f := newFixture(t)
 		c1 := newCluster("c1", deleting)
-		c1.Annotations = map[string]string{v1.AnnotationAbandonInfrastructure: string(c1.UID)}
-		mirror := newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1))
+		c1.Annotations = map[string]string{v1alpha1.AnnotationAbandonInfrastructure: string(c1.UID)}
+		mirror := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1))
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1, mirror,
-			newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+			newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		w := f.writes()
 		require.Equal(t, "update terraformclusters "+testNS+"/c1", w[len(w)-1], "the finalizer goes last: %v", w)
 		upd, _ := f.find("update", "terraformclusters", "")
 		require.Empty(t, upd.obj.(metav1.Object).GetFinalizers())
 		require.Empty(t, f.createdJobs(), "no destroy Job")
-		require.Contains(t, eventReasons(f.popEvents()), "Warning "+v1.EventInfrastructureAbandoned)
+		require.Contains(t, eventReasons(f.popEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
 	})
 	t.Run("V2 annotation with another value is ignored", func(t *testing.T) {
 		f := newFixture(t)
 		c1 := newCluster("c1", deleting)
-		c1.Annotations = map[string]string{v1.AnnotationAbandonInfrastructure: "true"}
+		c1.Annotations = map[string]string{v1alpha1.AnnotationAbandonInfrastructure: "true"}
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1,
-			newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+			newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		_, updated := f.find("update", "terraformclusters", "")
 		require.False(t, updated, "finalizer kept")
-		requireCondition(t, f.lastStatus(), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonIdentityNotAllowed)
-		require.NotContains(t, eventReasons(f.popEvents()), "Warning "+v1.EventInfrastructureAbandoned)
+		requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
+		require.NotContains(t, eventReasons(f.popEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
 	})
 }
 
@@ -455,7 +455,7 @@ func TestSyncDeletingWithoutApply(t *testing.T) {
 		c1 := newCluster("c1", deleting)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1)
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Equal(t, []string{"update terraformclusters " + testNS + "/c1"}, f.writes())
 		upd, _ := f.find("update", "terraformclusters", "")
@@ -467,13 +467,13 @@ func TestSyncDeletingWithoutApply(t *testing.T) {
 		c1 := newCluster("c1", deleting, func(o metav1.Object) { o.SetFinalizers([]string{"example.com/other"}) })
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1)
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Empty(t, f.allActions())
 	})
 	t.Run("gone from the cache: nothing to do", func(t *testing.T) {
 		f := newFixture(t)
-		require.NoError(t, f.sync(KindCluster, "gone"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "gone"))
 		require.Empty(t, f.allActions())
 	})
 }
@@ -486,13 +486,13 @@ func TestSyncJobCacheLag(t *testing.T) {
 	t.Run("J1 deleting: no destroy Job while the recorded apply Job may run", func(t *testing.T) {
 		f := newFixture(t)
 		c1 := newCluster("c1", deleting)
-		apply := newJob(KindCluster, c1, v1.JobActionApply, 1, jobRunning)
-		c1.Status.LastJob = &v1.JobReference{Name: apply.Name, Action: v1.JobActionApply, Generation: 1}
+		apply := newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning)
+		c1.Status.LastJob = &v1alpha1.JobReference{Name: apply.Name, Action: v1alpha1.JobActionApply, Generation: 1}
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
+			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
 		require.NoError(t, f.kube.Tracker().Add(apply)) // API server only
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Empty(t, f.createdJobNames(), "the apply Job runs")
 	})
@@ -500,10 +500,10 @@ func TestSyncJobCacheLag(t *testing.T) {
 		f := newFixture(t)
 		c1 := newCluster("c1", deleting)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
-		require.NoError(t, f.kube.Tracker().Add(newJob(KindCluster, c1, v1.JobActionApply, 1, jobRunning))) // API server only
+			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
+		require.NoError(t, f.kube.Tracker().Add(newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning))) // API server only
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		_, updated := f.find("update", "terraformclusters", "")
 		require.False(t, updated, "the finalizer must stay: an apply Job exists")
@@ -511,13 +511,13 @@ func TestSyncJobCacheLag(t *testing.T) {
 	t.Run("J1 new generation: no second apply Job while the recorded one may run", func(t *testing.T) {
 		f := newFixture(t)
 		c1 := newCluster("c1", withFinalizer, generation(2))
-		apply := newJob(KindCluster, c1, v1.JobActionApply, 1, jobRunning)
-		c1.Status.LastJob = &v1.JobReference{Name: apply.Name, Action: v1.JobActionApply, Generation: 1}
+		apply := newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning)
+		c1.Status.LastJob = &v1alpha1.JobReference{Name: apply.Name, Action: v1alpha1.JobActionApply, Generation: 1}
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
+			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
 		require.NoError(t, f.kube.Tracker().Add(apply)) // API server only
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Empty(t, f.createdJobNames(), "the generation-1 Job runs")
 	})
@@ -529,12 +529,12 @@ func TestSyncJobCreateErrorIsRetried(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", withFinalizer)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
 	f.prependKubeReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
 	})
 
-	err := f.sync(KindCluster, "c1")
+	err := f.sync(v1alpha1.KindTerraformCluster, "c1")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "etcd is sad")
 	require.Nil(t, f.lastStatus().LastJob)

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	informers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
 )
@@ -16,12 +16,6 @@ import (
 // fieldManager names the manager's writes.
 const fieldManager = "captf-manager"
 
-// Kind names of the three workload kinds.
-const (
-	KindCluster     = "TerraformCluster"
-	KindMachine     = "TerraformMachine"
-	KindMachinePool = "TerraformMachinePool"
-)
 
 // workload is a deep copy of one object of any of the three kinds, with the
 // fields the shared reconcile reads and the status it writes.
@@ -29,9 +23,9 @@ type workload struct {
 	kind   string
 	obj    metav1.Object
 	robj   runtime.Object
-	source v1.SourceSpec
-	jobs   v1.JobsSpec
-	status *v1.WorkloadStatus
+	source v1alpha1.SourceSpec
+	jobs   v1alpha1.JobsSpec
+	status *v1alpha1.WorkloadStatus
 }
 
 func (w *workload) key() cache.ObjectName {
@@ -53,19 +47,19 @@ type kind struct {
 	updateStatus func(ctx context.Context, w *workload) (*workload, error)
 }
 
-func wrapCluster(c *v1.TerraformCluster) *workload {
+func wrapCluster(c *v1alpha1.TerraformCluster) *workload {
 	c = c.DeepCopy()
-	return &workload{kind: KindCluster, obj: c, robj: c, source: c.Spec.Source, jobs: c.Spec.Jobs, status: &c.Status}
+	return &workload{kind: v1alpha1.KindTerraformCluster, obj: c, robj: c, source: c.Spec.Source, jobs: c.Spec.Jobs, status: &c.Status}
 }
 
-func wrapMachine(m *v1.TerraformMachine) *workload {
+func wrapMachine(m *v1alpha1.TerraformMachine) *workload {
 	m = m.DeepCopy()
-	return &workload{kind: KindMachine, obj: m, robj: m, source: m.Spec.Source, jobs: m.Spec.Jobs, status: &m.Status}
+	return &workload{kind: v1alpha1.KindTerraformMachine, obj: m, robj: m, source: m.Spec.Source, jobs: m.Spec.Jobs, status: &m.Status}
 }
 
-func wrapPool(p *v1.TerraformMachinePool) *workload {
+func wrapPool(p *v1alpha1.TerraformMachinePool) *workload {
 	p = p.DeepCopy()
-	return &workload{kind: KindMachinePool, obj: p, robj: p, source: p.Spec.Source, jobs: p.Spec.Jobs, status: &p.Status}
+	return &workload{kind: v1alpha1.KindTerraformMachinePool, obj: p, robj: p, source: p.Spec.Source, jobs: p.Spec.Jobs, status: &p.Status}
 }
 
 // typedClient is the part of a generated typed client the reconcile uses.
@@ -127,10 +121,10 @@ func newKind[T any, PT interface {
 
 func clusterKind(inf informers.TerraformClusterInformer, client versioned.Interface) *kind {
 	l := inf.Lister()
-	return newKind(KindCluster, inf.Informer(),
-		func(ns, name string) (*v1.TerraformCluster, error) { return l.TerraformClusters(ns).Get(name) },
-		func() ([]*v1.TerraformCluster, error) { return l.List(labels.Everything()) },
-		func(ns string) typedClient[v1.TerraformCluster] {
+	return newKind(v1alpha1.KindTerraformCluster, inf.Informer(),
+		func(ns, name string) (*v1alpha1.TerraformCluster, error) { return l.TerraformClusters(ns).Get(name) },
+		func() ([]*v1alpha1.TerraformCluster, error) { return l.List(labels.Everything()) },
+		func(ns string) typedClient[v1alpha1.TerraformCluster] {
 			return client.InfrastructureV1alpha1().TerraformClusters(ns)
 		},
 		wrapCluster)
@@ -138,10 +132,10 @@ func clusterKind(inf informers.TerraformClusterInformer, client versioned.Interf
 
 func machineKind(inf informers.TerraformMachineInformer, client versioned.Interface) *kind {
 	l := inf.Lister()
-	return newKind(KindMachine, inf.Informer(),
-		func(ns, name string) (*v1.TerraformMachine, error) { return l.TerraformMachines(ns).Get(name) },
-		func() ([]*v1.TerraformMachine, error) { return l.List(labels.Everything()) },
-		func(ns string) typedClient[v1.TerraformMachine] {
+	return newKind(v1alpha1.KindTerraformMachine, inf.Informer(),
+		func(ns, name string) (*v1alpha1.TerraformMachine, error) { return l.TerraformMachines(ns).Get(name) },
+		func() ([]*v1alpha1.TerraformMachine, error) { return l.List(labels.Everything()) },
+		func(ns string) typedClient[v1alpha1.TerraformMachine] {
 			return client.InfrastructureV1alpha1().TerraformMachines(ns)
 		},
 		wrapMachine)
@@ -149,10 +143,12 @@ func machineKind(inf informers.TerraformMachineInformer, client versioned.Interf
 
 func poolKind(inf informers.TerraformMachinePoolInformer, client versioned.Interface) *kind {
 	l := inf.Lister()
-	return newKind(KindMachinePool, inf.Informer(),
-		func(ns, name string) (*v1.TerraformMachinePool, error) { return l.TerraformMachinePools(ns).Get(name) },
-		func() ([]*v1.TerraformMachinePool, error) { return l.List(labels.Everything()) },
-		func(ns string) typedClient[v1.TerraformMachinePool] {
+	return newKind(v1alpha1.KindTerraformMachinePool, inf.Informer(),
+		func(ns, name string) (*v1alpha1.TerraformMachinePool, error) {
+			return l.TerraformMachinePools(ns).Get(name)
+		},
+		func() ([]*v1alpha1.TerraformMachinePool, error) { return l.List(labels.Everything()) },
+		func(ns string) typedClient[v1alpha1.TerraformMachinePool] {
 			return client.InfrastructureV1alpha1().TerraformMachinePools(ns)
 		},
 		wrapPool)
@@ -161,12 +157,12 @@ func poolKind(inf informers.TerraformMachinePoolInformer, client versioned.Inter
 // kindOfObject returns the kind name of a typed workload object.
 func kindOfObject(obj interface{}) string {
 	switch obj.(type) {
-	case *v1.TerraformCluster:
-		return KindCluster
-	case *v1.TerraformMachine:
-		return KindMachine
-	case *v1.TerraformMachinePool:
-		return KindMachinePool
+	case *v1alpha1.TerraformCluster:
+		return v1alpha1.KindTerraformCluster
+	case *v1alpha1.TerraformMachine:
+		return v1alpha1.KindTerraformMachine
+	case *v1alpha1.TerraformMachinePool:
+		return v1alpha1.KindTerraformMachinePool
 	}
 	return ""
 }

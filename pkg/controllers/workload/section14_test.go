@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -25,8 +25,8 @@ var (
 
 // consenting marks a source as usable by the identities listed (C1).
 func consenting(s *corev1.Secret, identities string) *corev1.Secret {
-	s.Labels = map[string]string{v1.LabelCredential: v1.LabelTrue}
-	s.Annotations = map[string]string{v1.AnnotationCredentialIdentities: identities}
+	s.Labels = map[string]string{v1alpha1.LabelCredential: v1alpha1.LabelTrue}
+	s.Annotations = map[string]string{v1alpha1.AnnotationCredentialIdentities: identities}
 	return s
 }
 
@@ -46,10 +46,10 @@ func oldData(f *fixture) map[string][]byte {
 
 // jobWithHash is newJob annotated as the manager creates it (C5): the
 // source hash it started with and its identity.
-func jobWithHash(kind string, o metav1.Object, action v1.JobAction, generation int64, outcome jobOutcome, hash string) *batchv1.Job {
+func jobWithHash(kind string, o metav1.Object, action v1alpha1.JobAction, generation int64, outcome jobOutcome, hash string) *batchv1.Job {
 	j := newJob(kind, o, action, generation, outcome)
-	j.Annotations[v1.AnnotationSourceHash] = hash
-	j.Annotations[v1.AnnotationIdentity] = identityName
+	j.Annotations[v1alpha1.AnnotationSourceHash] = hash
+	j.Annotations[v1alpha1.AnnotationIdentity] = identityName
 	return j
 }
 
@@ -72,7 +72,7 @@ func (f *fixture) finishJob(name string, outcome jobOutcome) {
 	o, err := f.kube.Tracker().Get(jobsGVR, testNS, name)
 	require.NoError(f.t, err)
 	j := o.(*batchv1.Job).DeepCopy()
-	j.Status.Conditions = newJob(KindCluster, newCluster("x"), v1.JobActionApply, 1, outcome).Status.Conditions
+	j.Status.Conditions = newJob(v1alpha1.KindTerraformCluster, newCluster("x"), v1alpha1.JobActionApply, 1, outcome).Status.Conditions
 	require.NoError(f.t, f.kube.Tracker().Update(jobsGVR, j, testNS))
 }
 
@@ -80,12 +80,12 @@ func (f *fixture) finishJob(name string, outcome jobOutcome) {
 // IdentityAllowed=False with reason, no mirror, no Job, one
 // IdentityNotAllowed Warning (plus MirrorRemoved when a mirror was
 // deleted), and returns the IdentityAllowed condition.
-func (f *fixture) requireNotUsable(reason v1.ConditionReason) metav1.Condition {
+func (f *fixture) requireNotUsable(reason v1alpha1.ConditionReason) metav1.Condition {
 	f.t.Helper()
 	st := f.lastStatus()
-	c := requireCondition(f.t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, reason)
-	requireCondition(f.t, st, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending)
-	requireCondition(f.t, st, v1.ConditionReady, metav1.ConditionFalse, reason)
+	c := requireCondition(f.t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, reason)
+	requireCondition(f.t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
+	requireCondition(f.t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, reason)
 	require.Empty(f.t, f.createdJobs(), "no Job")
 	_, created := f.find("create", "secrets", "")
 	require.False(f.t, created, "no mirror is created")
@@ -99,11 +99,11 @@ func TestSyncC1ConsentOffUnlabelledSourceMirrors(t *testing.T) {
 	f := newFixture(t)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	st := f.lastStatus()
-	requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-	requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+	requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	require.Equal(t, mirrorName, f.createdSecret().Name)
 	require.Len(t, f.createdJobs(), 1)
 }
@@ -120,39 +120,39 @@ func TestSyncC1Consent(t *testing.T) {
 		msg    string
 	}{{
 		name: "C1 no label, no annotation: NotOptedIn",
-		msg:  v1.LabelCredential,
+		msg:  v1alpha1.LabelCredential,
 	}, {
 		name:   "C1 label without annotation: NotOptedIn",
-		labels: map[string]string{v1.LabelCredential: "true"},
-		msg:    v1.AnnotationCredentialIdentities,
+		labels: map[string]string{v1alpha1.LabelCredential: "true"},
+		msg:    v1alpha1.AnnotationCredentialIdentities,
 	}, {
 		name:   "C1 annotation without label: NotOptedIn",
-		annots: map[string]string{v1.AnnotationCredentialIdentities: "*"},
-		msg:    v1.LabelCredential,
+		annots: map[string]string{v1alpha1.AnnotationCredentialIdentities: "*"},
+		msg:    v1alpha1.LabelCredential,
 	}, {
 		name:   "C1 label not true: NotOptedIn",
-		labels: map[string]string{v1.LabelCredential: "false"},
-		annots: map[string]string{v1.AnnotationCredentialIdentities: identityName},
-		msg:    v1.LabelCredential,
+		labels: map[string]string{v1alpha1.LabelCredential: "false"},
+		annots: map[string]string{v1alpha1.AnnotationCredentialIdentities: identityName},
+		msg:    v1alpha1.LabelCredential,
 	}, {
 		name:   "C1 annotation names other identities only: NotOptedIn",
-		labels: map[string]string{v1.LabelCredential: "true"},
-		annots: map[string]string{v1.AnnotationCredentialIdentities: "dev,staging, prod-eu"},
+		labels: map[string]string{v1alpha1.LabelCredential: "true"},
+		annots: map[string]string{v1alpha1.AnnotationCredentialIdentities: "dev,staging, prod-eu"},
 		msg:    identityName,
 	}, {
 		name:   "C1 label and annotation naming the identity: mirrored",
-		labels: map[string]string{v1.LabelCredential: "true"},
-		annots: map[string]string{v1.AnnotationCredentialIdentities: identityName},
+		labels: map[string]string{v1alpha1.LabelCredential: "true"},
+		annots: map[string]string{v1alpha1.AnnotationCredentialIdentities: identityName},
 		usable: true,
 	}, {
 		name:   "C1 annotation listing the identity among others: mirrored",
-		labels: map[string]string{v1.LabelCredential: "true"},
-		annots: map[string]string{v1.AnnotationCredentialIdentities: "dev, " + identityName + " ,staging"},
+		labels: map[string]string{v1alpha1.LabelCredential: "true"},
+		annots: map[string]string{v1alpha1.AnnotationCredentialIdentities: "dev, " + identityName + " ,staging"},
 		usable: true,
 	}, {
 		name:   "C1 annotation *: mirrored",
-		labels: map[string]string{v1.LabelCredential: "true"},
-		annots: map[string]string{v1.AnnotationCredentialIdentities: "*"},
+		labels: map[string]string{v1alpha1.LabelCredential: "true"},
+		annots: map[string]string{v1alpha1.AnnotationCredentialIdentities: "*"},
 		usable: true,
 	}}
 	for _, tc := range tests {
@@ -162,23 +162,23 @@ func TestSyncC1Consent(t *testing.T) {
 			src.Labels, src.Annotations = tc.labels, tc.annots
 			f.seed(src, newIdentity(identityName, allowList(testNS)), newCluster("c1"))
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			if tc.usable {
 				st := f.lastStatus()
-				requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-				requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+				requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+				requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 				m := f.createdSecret()
 				require.Equal(t, mirrorName, m.Name)
 				require.Equal(t, sourceData(), m.Data)
-				require.NotContains(t, m.Labels, v1.LabelCredential, "M2: the source's labels are not copied")
+				require.NotContains(t, m.Labels, v1alpha1.LabelCredential, "M2: the source's labels are not copied")
 				require.Len(t, f.createdJobs(), 1)
 				return
 			}
-			c := f.requireNotUsable(v1.ReasonNotOptedIn)
+			c := f.requireNotUsable(v1alpha1.ReasonNotOptedIn)
 			require.Contains(t, c.Message, tc.msg)
 			f.requireNoMirrorWrite()
-			require.Equal(t, []string{"Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+			require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 			f.requireSourceReadUncached()
 		})
 	}
@@ -189,11 +189,11 @@ func TestSyncC1Consent(t *testing.T) {
 func TestSyncC1NotOptedInDeletesExistingMirror(t *testing.T) {
 	f := newFixture(t, withConsent)
 	c1 := newCluster("c1")
-	m1 := newMachine("m1", func(m *v1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) })
-	mirror := newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1), refOf(KindMachine, m1))
+	m1 := newMachine("m1", func(m *v1alpha1.TerraformMachine) { m.Spec.IdentityRef = idRef(identityName) })
+	mirror := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachine, m1))
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m1, mirror)
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	w := f.writeActions()
 	require.Len(t, w, 2, "delete the mirror, write the status: %v", w)
@@ -201,12 +201,12 @@ func TestSyncC1NotOptedInDeletesExistingMirror(t *testing.T) {
 	requireDeletePreconditions(t, w[0], mirror.UID, "")
 	require.Nil(t, f.storedSecret(testNS, mirrorName))
 	require.NotNil(t, f.storedSecret(sourceNS, sourceName), "V6: the source is never deleted")
-	f.requireNotUsable(v1.ReasonNotOptedIn)
-	require.ElementsMatch(t, []string{"Normal " + v1.EventMirrorRemoved, "Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	f.requireNotUsable(v1alpha1.ReasonNotOptedIn)
+	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 
 	// Once per change: the same pass again deletes nothing and emits nothing.
 	f.catchUp()
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.writes())
 	require.Empty(t, f.popEvents())
 }
@@ -219,15 +219,15 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 		name     string
 		withdraw func(s *corev1.Secret)
 	}{
-		{"C1 label removed", func(s *corev1.Secret) { delete(s.Labels, v1.LabelCredential) }},
-		{"C1 identity removed from the annotation", func(s *corev1.Secret) { s.Annotations[v1.AnnotationCredentialIdentities] = "dev" }},
+		{"C1 label removed", func(s *corev1.Secret) { delete(s.Labels, v1alpha1.LabelCredential) }},
+		{"C1 identity removed from the annotation", func(s *corev1.Secret) { s.Annotations[v1alpha1.AnnotationCredentialIdentities] = "dev" }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, withConsent)
 			f.seed(consenting(newSource(sourceData()), identityName), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			require.Equal(t, mirrorName, f.createdSecret().Name)
 			js := f.createdJobNames()
 			require.Len(t, js, 1)
@@ -241,10 +241,10 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 			c1, err := f.captf.InfrastructureV1alpha1().TerraformClusters(testNS).Get(f.ctx, "c1", metav1.GetOptions{})
 			require.NoError(t, err)
 			c1.Generation = 2
-			require.NoError(t, f.captf.Tracker().Update(v1.SchemeGroupVersion.WithResource("terraformclusters"), c1, testNS))
+			require.NoError(t, f.captf.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("terraformclusters"), c1, testNS))
 			f.catchUp()
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			require.Equal(t, []string{
 				"delete secrets " + testNS + "/" + mirrorName,
@@ -252,9 +252,9 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 			}, f.writes(), "revoked; no Job for generation 2")
 			require.Nil(t, f.storedSecret(testNS, mirrorName))
 			st := f.lastStatus()
-			requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNotOptedIn)
-			requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending)
-			require.ElementsMatch(t, []string{"Normal " + v1.EventMirrorRemoved, "Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
+			require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 		})
 	}
 }
@@ -271,12 +271,12 @@ func TestSyncC2RefusedSource(t *testing.T) {
 		name: "C2 source is a captf mirror",
 		make: func() *corev1.Secret {
 			s := consenting(newSource(sourceData()), "*")
-			s.Labels[v1.LabelMirrored] = v1.LabelTrue
-			s.Labels[v1.LabelManaged] = v1.LabelTrue
-			s.Annotations[v1.AnnotationIdentity] = "other"
+			s.Labels[v1alpha1.LabelMirrored] = v1alpha1.LabelTrue
+			s.Labels[v1alpha1.LabelManaged] = v1alpha1.LabelTrue
+			s.Annotations[v1alpha1.AnnotationIdentity] = "other"
 			return s
 		},
-		msg: v1.LabelMirrored,
+		msg: v1alpha1.LabelMirrored,
 	}, {
 		name: "C2 source is a service-account token",
 		make: func() *corev1.Secret {
@@ -299,21 +299,21 @@ func TestSyncC2RefusedSource(t *testing.T) {
 					f := newFixture(t, mods...)
 					f.seed(src.make(), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
 
-					require.NoError(t, f.sync(KindCluster, "c1"))
+					require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-					c := f.requireNotUsable(v1.ReasonSourceRefused)
+					c := f.requireNotUsable(v1alpha1.ReasonSourceRefused)
 					require.Contains(t, c.Message, src.msg)
 					require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes())
-					require.Equal(t, []string{"Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+					require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 				})
 				t.Run("existing mirror removed", func(t *testing.T) {
 					f := newFixture(t, mods...)
 					c1 := newCluster("c1", withFinalizer)
-					mirror := newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1))
+					mirror := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1))
 					f.seed(src.make(), newIdentity(identityName, allowList(testNS)), c1, mirror,
-						jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(sourceData())))
+						jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(sourceData())))
 
-					require.NoError(t, f.sync(KindCluster, "c1"))
+					require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 					w := f.writeActions()
 					require.Len(t, w, 2, "%v", w)
@@ -321,10 +321,10 @@ func TestSyncC2RefusedSource(t *testing.T) {
 					requireDeletePreconditions(t, w[0], mirror.UID, "")
 					require.NotNil(t, f.storedSecret(sourceNS, sourceName), "V6: the source is never deleted")
 					st := f.lastStatus()
-					requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonSourceRefused)
-					requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
+					requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
+					requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 					require.Empty(t, f.createdJobs())
-					require.ElementsMatch(t, []string{"Normal " + v1.EventMirrorRemoved, "Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+					require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 				})
 			})
 		}
@@ -339,23 +339,23 @@ func TestSyncC2RefusedSource(t *testing.T) {
 func TestSyncC3MissingRequiredKey(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1")
-	mirror := newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1))
+	mirror := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1))
 	id := newIdentity(identityName, allowList(testNS))
 	id.Spec.RequiredKeys = []string{"API_KEY", "SECRET_KEY", "REGION"}
 	f.seed(newSource(sourceData()), id, c1, mirror)
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	st := f.lastStatus()
-	c := requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonCredentialsIncomplete)
+	c := requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonCredentialsIncomplete)
 	require.Contains(t, c.Message, "SECRET_KEY")
 	require.NotContains(t, c.Message, "API_KEY", "only the missing key is named")
-	requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonNoApplyYet)
-	requireCondition(t, st, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCredentialsIncomplete)
+	requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet)
+	requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialsIncomplete)
 	require.Empty(t, f.createdJobs(), "C3: no Job starts")
 	f.requireNoMirrorWrite()
 	require.Equal(t, mirror.UID, f.storedSecret(testNS, mirrorName).UID, "C3: the mirror is kept")
-	require.Equal(t, []string{"Warning " + v1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 	f.catchUp()
 
 	// The key is added to the source.
@@ -364,18 +364,18 @@ func TestSyncC3MissingRequiredKey(t *testing.T) {
 	f.secrets = append(f.secrets, "s3cond-VALUE-x1", credentials.SourceHash(complete))
 	f.updateSource(newSource(complete))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	st = f.lastStatus()
-	requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-	requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+	requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	upd, ok := f.find("update", "secrets", "")
 	require.True(t, ok, "the mirror is made current: %v", f.writes())
 	require.Equal(t, complete, upd.obj.(*corev1.Secret).Data)
 	js := f.createdJobs()
 	require.Len(t, js, 1)
-	require.Equal(t, jobs.Name(KindCluster, "c1", c1.UID, v1.JobActionApply, 1), js[0].Name)
-	require.Equal(t, credentials.SourceHash(complete), js[0].Annotations[v1.AnnotationSourceHash])
+	require.Equal(t, jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionApply, 1), js[0].Name)
+	require.Equal(t, credentials.SourceHash(complete), js[0].Annotations[v1alpha1.AnnotationSourceHash])
 }
 
 // C3: an empty value counts as present.
@@ -388,11 +388,11 @@ func TestSyncC3EmptyValueIsPresent(t *testing.T) {
 	id.Spec.RequiredKeys = []string{"API_KEY", "EMPTY"}
 	f.seed(newSource(data), id, newCluster("c1"))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	st := f.lastStatus()
-	requireCondition(t, st, v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-	requireCondition(t, st, v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+	requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	require.Contains(t, f.createdSecret().Data, "EMPTY")
 	require.Len(t, f.createdJobs(), 1)
 }
@@ -404,11 +404,11 @@ func TestSyncC3AfterConsent(t *testing.T) {
 	c1 := newCluster("c1")
 	id := newIdentity(identityName, allowList(testNS))
 	id.Spec.RequiredKeys = []string{"SECRET_KEY"}
-	f.seed(newSource(sourceData()), id, c1, newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)))
+	f.seed(newSource(sourceData()), id, c1, newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-	requireCondition(t, f.lastStatus(), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNotOptedIn)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
 	require.Contains(t, f.writes(), "delete secrets "+testNS+"/"+mirrorName)
 }
 
@@ -419,7 +419,7 @@ func TestSyncC3AfterConsent(t *testing.T) {
 func TestSyncC5JobsCarrySourceHashAndIdentity(t *testing.T) {
 	hash := credentials.SourceHash(sourceData())
 	t.Run("C5 apply Job of each kind", func(t *testing.T) {
-		for _, kind := range []string{KindCluster, KindMachine, KindMachinePool} {
+		for _, kind := range []string{v1alpha1.KindTerraformCluster, v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
 			t.Run(kind, func(t *testing.T) {
 				f := newFixture(t)
 				f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), workloadOf(kind, "obj").(runtime.Object))
@@ -429,51 +429,51 @@ func TestSyncC5JobsCarrySourceHashAndIdentity(t *testing.T) {
 				js := f.createdJobs()
 				require.Len(t, js, 1)
 				m := f.storedSecret(testNS, mirrorName)
-				require.Equal(t, m.Annotations[v1.AnnotationSourceHash], js[0].Annotations[v1.AnnotationSourceHash])
-				require.Equal(t, hash, js[0].Annotations[v1.AnnotationSourceHash])
-				require.Equal(t, identityName, js[0].Annotations[v1.AnnotationIdentity])
+				require.Equal(t, m.Annotations[v1alpha1.AnnotationSourceHash], js[0].Annotations[v1alpha1.AnnotationSourceHash])
+				require.Equal(t, hash, js[0].Annotations[v1alpha1.AnnotationSourceHash])
+				require.Equal(t, identityName, js[0].Annotations[v1alpha1.AnnotationIdentity])
 			})
 		}
 	})
 	t.Run("C5 apply Job of a machine using its cluster's defaults", func(t *testing.T) {
 		f := newFixture(t)
-		cluster := newCluster("c1", func(c *v1.TerraformCluster) {
-			c.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: idRef("machines")}
+		cluster := newCluster("c1", func(c *v1alpha1.TerraformCluster) {
+			c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: idRef("machines")}
 			c.Spec.Source.Image = ""
 		})
-		machine := newMachine("m1", func(m *v1.TerraformMachine) { m.Labels = map[string]string{v1.LabelClusterName: "c1"} })
+		machine := newMachine("m1", func(m *v1alpha1.TerraformMachine) { m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"} })
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newIdentity("machines", allowList(testNS)), cluster, machine)
 
-		require.NoError(t, f.sync(KindMachine, "m1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
 
 		js := f.createdJobs()
 		require.Len(t, js, 1)
-		require.Equal(t, "machines", js[0].Annotations[v1.AnnotationIdentity])
-		require.Equal(t, f.storedSecret(testNS, credentials.MirrorName("machines")).Annotations[v1.AnnotationSourceHash], js[0].Annotations[v1.AnnotationSourceHash])
+		require.Equal(t, "machines", js[0].Annotations[v1alpha1.AnnotationIdentity])
+		require.Equal(t, f.storedSecret(testNS, credentials.MirrorName("machines")).Annotations[v1alpha1.AnnotationSourceHash], js[0].Annotations[v1alpha1.AnnotationSourceHash])
 	})
 	t.Run("C5 destroy Job", func(t *testing.T) {
 		f := newFixture(t)
 		old := oldData(f)
 		c1 := newCluster("c1", deleting)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, old, refOf(KindCluster, c1)),
-			jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
+			newMirror(identityName, testNS, old, refOf(v1alpha1.KindTerraformCluster, c1)),
+			jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		js := f.createdJobs()
 		require.Len(t, js, 1)
-		require.Equal(t, "destroy", js[0].Annotations[v1.AnnotationJobAction])
-		require.Equal(t, hash, js[0].Annotations[v1.AnnotationSourceHash], "the hash of the mirror made current just before (M6)")
-		require.Equal(t, hash, f.storedSecret(testNS, mirrorName).Annotations[v1.AnnotationSourceHash])
-		require.Equal(t, identityName, js[0].Annotations[v1.AnnotationIdentity])
+		require.Equal(t, "destroy", js[0].Annotations[v1alpha1.AnnotationJobAction])
+		require.Equal(t, hash, js[0].Annotations[v1alpha1.AnnotationSourceHash], "the hash of the mirror made current just before (M6)")
+		require.Equal(t, hash, f.storedSecret(testNS, mirrorName).Annotations[v1alpha1.AnnotationSourceHash])
+		require.Equal(t, identityName, js[0].Annotations[v1alpha1.AnnotationIdentity])
 	})
 }
 
 // reapplyCluster is c1 at generation 1 with spec.jobs.reapplyOnRotation
 // and the finalizer (it has applied).
-func reapplyCluster(reapply bool, mods ...any) *v1.TerraformCluster {
-	return newCluster("c1", append([]any{withFinalizer, func(c *v1.TerraformCluster) { c.Spec.Jobs.ReapplyOnRotation = reapply }}, mods...)...)
+func reapplyCluster(reapply bool, mods ...any) *v1alpha1.TerraformCluster {
+	return newCluster("c1", append([]any{withFinalizer, func(c *v1alpha1.TerraformCluster) { c.Spec.Jobs.ReapplyOnRotation = reapply }}, mods...)...)
 }
 
 // C6: after the generation's apply Job finished with hash A and the source
@@ -489,30 +489,30 @@ func TestSyncC6ReapplyOnRotation(t *testing.T) {
 			old := oldData(f)
 			hashA, hashB := credentials.SourceHash(old), credentials.SourceHash(sourceData())
 			c1 := reapplyCluster(true)
-			first := jobWithHash(KindCluster, c1, v1.JobActionApply, 1, outcome, hashA)
+			first := jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, outcome, hashA)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-				newMirror(identityName, testNS, old, refOf(KindCluster, c1)), first)
+				newMirror(identityName, testNS, old, refOf(v1alpha1.KindTerraformCluster, c1)), first)
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-			wantName := jobs.ReapplyName(KindCluster, "c1", c1.UID, 1, 1)
+			wantName := jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)
 			require.Equal(t, []string{
 				"update secrets " + testNS + "/" + mirrorName,
 				"create jobs " + testNS + "/" + wantName,
 				"update terraformclusters/status " + testNS + "/c1",
 			}, f.writes(), "the mirror is made current, then exactly one re-apply Job")
 			j := f.createdJobs()[0]
-			require.Equal(t, hashB, j.Annotations[v1.AnnotationSourceHash])
-			require.Equal(t, identityName, j.Annotations[v1.AnnotationIdentity])
-			require.Equal(t, "apply", j.Annotations[v1.AnnotationJobAction])
-			require.Equal(t, "1", j.Annotations[v1.AnnotationJobGeneration])
+			require.Equal(t, hashB, j.Annotations[v1alpha1.AnnotationSourceHash])
+			require.Equal(t, identityName, j.Annotations[v1alpha1.AnnotationIdentity])
+			require.Equal(t, "apply", j.Annotations[v1alpha1.AnnotationJobAction])
+			require.Equal(t, "1", j.Annotations[v1alpha1.AnnotationJobGeneration])
 			st := f.lastStatus()
-			require.Equal(t, &v1.JobReference{Name: wantName, Action: v1.JobActionApply, Generation: 1}, st.LastJob)
-			requireCondition(t, st, v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+			require.Equal(t, &v1alpha1.JobReference{Name: wantName, Action: v1alpha1.JobActionApply, Generation: 1}, st.LastJob)
+			requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 			f.catchUp()
 
 			// A second pass, the re-apply Job running: nothing.
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			require.Empty(t, f.writes())
 			f.catchUp()
 
@@ -520,11 +520,11 @@ func TestSyncC6ReapplyOnRotation(t *testing.T) {
 			f.clock.Step(time.Minute)
 			f.finishJob(wantName, jobSucceeded)
 			f.catchUp()
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			require.Empty(t, f.createdJobs(), "one re-apply per rotation")
-			requireCondition(t, f.lastStatus(), v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
+			requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 			f.catchUp()
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			require.Empty(t, f.writes())
 		})
 	}
@@ -538,20 +538,20 @@ func TestSyncC6SecondRotation(t *testing.T) {
 	mid := map[string][]byte{"API_KEY": []byte("m1d-VALUE-x1"), "REGION": []byte("eu-west-1")}
 	f.secrets = append(f.secrets, "m1d-VALUE-x1", credentials.SourceHash(mid))
 	c1 := reapplyCluster(true)
-	r1 := jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(mid))
-	r1.Name = jobs.ReapplyName(KindCluster, "c1", c1.UID, 1, 1)
-	r1.Annotations[v1.AnnotationJobReapply] = "1"
+	r1 := jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(mid))
+	r1.Name = jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)
+	r1.Annotations[v1alpha1.AnnotationJobReapply] = "1"
 	r1.CreationTimestamp = metav1.NewTime(epoch.Add(-time.Minute))
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, mid, refOf(KindCluster, c1)),
-		jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)), r1)
+		newMirror(identityName, testNS, mid, refOf(v1alpha1.KindTerraformCluster, c1)),
+		jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)), r1)
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	js := f.createdJobs()
 	require.Len(t, js, 1, "%v", f.writes())
-	require.Equal(t, jobs.ReapplyName(KindCluster, "c1", c1.UID, 1, 2), js[0].Name)
-	require.Equal(t, credentials.SourceHash(sourceData()), js[0].Annotations[v1.AnnotationSourceHash])
+	require.Equal(t, jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 2), js[0].Name)
+	require.Equal(t, credentials.SourceHash(sourceData()), js[0].Annotations[v1alpha1.AnnotationSourceHash])
 }
 
 // C6: the re-apply Job's number must not collide with a Job that exists.
@@ -564,13 +564,13 @@ func TestSyncC6ReapplyAfterFirstJobDeleted(t *testing.T) {
 	mid := map[string][]byte{"API_KEY": []byte("m1d-VALUE-x1"), "REGION": []byte("eu-west-1")}
 	f.secrets = append(f.secrets, "m1d-VALUE-x1", credentials.SourceHash(mid))
 	c1 := reapplyCluster(true)
-	r1 := jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(mid))
-	r1.Name = jobs.ReapplyName(KindCluster, "c1", c1.UID, 1, 1)
-	r1.Annotations[v1.AnnotationJobReapply] = "1"
+	r1 := jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(mid))
+	r1.Name = jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)
+	r1.Annotations[v1alpha1.AnnotationJobReapply] = "1"
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, mid, refOf(KindCluster, c1)), r1)
+		newMirror(identityName, testNS, mid, refOf(v1alpha1.KindTerraformCluster, c1)), r1)
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	js := f.createdJobs()
 	require.Len(t, js, 1, "%v", f.writes())
@@ -591,16 +591,16 @@ func TestSyncC6ReapplyAfterFirstJobDeleted(t *testing.T) {
 func TestSyncC6NoReapplyWhileRunning(t *testing.T) {
 	tests := []struct {
 		name string
-		job  func(c *v1.TerraformCluster, hash string) *batchv1.Job
+		job  func(c *v1alpha1.TerraformCluster, hash string) *batchv1.Job
 	}{{
 		name: "C6 apply Job running",
-		job: func(c *v1.TerraformCluster, hash string) *batchv1.Job {
-			return jobWithHash(KindCluster, c, v1.JobActionApply, 1, jobRunning, hash)
+		job: func(c *v1alpha1.TerraformCluster, hash string) *batchv1.Job {
+			return jobWithHash(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobRunning, hash)
 		},
 	}, {
 		name: "C6 apply Job decided (FailureTarget) but not Finished",
-		job: func(c *v1.TerraformCluster, hash string) *batchv1.Job {
-			j := jobWithHash(KindCluster, c, v1.JobActionApply, 1, jobFailed, hash)
+		job: func(c *v1alpha1.TerraformCluster, hash string) *batchv1.Job {
+			j := jobWithHash(v1alpha1.KindTerraformCluster, c, v1alpha1.JobActionApply, 1, jobFailed, hash)
 			j.Status.Conditions = j.Status.Conditions[:1]
 			return j
 		},
@@ -613,23 +613,23 @@ func TestSyncC6NoReapplyWhileRunning(t *testing.T) {
 			c1 := reapplyCluster(true)
 			j := tc.job(c1, credentials.SourceHash(old))
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-				newMirror(identityName, testNS, old, refOf(KindCluster, c1)), j)
+				newMirror(identityName, testNS, old, refOf(v1alpha1.KindTerraformCluster, c1)), j)
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			require.Empty(t, f.createdJobs(), "R3, C6: the running Job keeps its credentials; no second Job")
 			require.Contains(t, f.writes(), "update secrets "+testNS+"/"+mirrorName, "the mirror still follows the source")
 			f.catchUp()
 
-			require.NoError(t, f.sync(KindCluster, "c1"))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			require.Empty(t, f.createdJobs())
 			f.catchUp()
 
 			// It ends: the re-apply Job follows.
 			f.finishJob(j.Name, jobSucceeded)
 			f.catchUp()
-			require.NoError(t, f.sync(KindCluster, "c1"))
-			require.Equal(t, []string{jobs.ReapplyName(KindCluster, "c1", c1.UID, 1, 1)}, f.createdJobNames())
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+			require.Equal(t, []string{jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)}, f.createdJobNames())
 		})
 	}
 }
@@ -642,10 +642,10 @@ func TestSyncC6NoReapply(t *testing.T) {
 		old := oldData(f)
 		c1 := reapplyCluster(false)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, old, refOf(KindCluster, c1)),
-			jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
+			newMirror(identityName, testNS, old, refOf(v1alpha1.KindTerraformCluster, c1)),
+			jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Contains(t, f.writes(), "update secrets "+testNS+"/"+mirrorName)
 		require.Empty(t, f.createdJobs())
@@ -654,10 +654,10 @@ func TestSyncC6NoReapply(t *testing.T) {
 		f := newFixture(t)
 		c1 := reapplyCluster(true)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-			newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-			jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(sourceData())))
+			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+			jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(sourceData())))
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Empty(t, f.createdJobs())
 		require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes())
@@ -669,10 +669,10 @@ func TestSyncC6NoReapply(t *testing.T) {
 		id := newIdentity(identityName, allowList(testNS))
 		id.Spec.RequiredKeys = []string{"SECRET_KEY"}
 		f.seed(newSource(sourceData()), id, c1,
-			newMirror(identityName, testNS, old, refOf(KindCluster, c1)),
-			jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
+			newMirror(identityName, testNS, old, refOf(v1alpha1.KindTerraformCluster, c1)),
+			jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
 
-		require.NoError(t, f.sync(KindCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		require.Empty(t, f.createdJobs())
 		f.requireNoMirrorWrite()
@@ -687,17 +687,17 @@ func TestSyncC6DeletingGetsDestroyNotReapply(t *testing.T) {
 	old := oldData(f)
 	c1 := reapplyCluster(true, deleting)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, old, refOf(KindCluster, c1)),
-		jobWithHash(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
+		newMirror(identityName, testNS, old, refOf(v1alpha1.KindTerraformCluster, c1)),
+		jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(old)))
 
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-	destroy := jobs.Name(KindCluster, "c1", c1.UID, v1.JobActionDestroy, 1)
+	destroy := jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionDestroy, 1)
 	require.Equal(t, []string{destroy}, f.createdJobNames())
-	require.Equal(t, credentials.SourceHash(sourceData()), f.createdJobs()[0].Annotations[v1.AnnotationSourceHash])
+	require.Equal(t, credentials.SourceHash(sourceData()), f.createdJobs()[0].Annotations[v1alpha1.AnnotationSourceHash])
 	f.catchUp()
 
 	// The destroy Job runs: still no re-apply.
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.createdJobs())
 }

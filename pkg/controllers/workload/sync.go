@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 // waitRequeue is how soon a deletion that waits for its identity (V2) is
@@ -57,7 +57,7 @@ func (c *Controller) syncNormal(ctx context.Context, k *kind, w *workload) error
 
 // writeStatus writes w's status when it differs from before (no write on
 // an unchanged pass) and returns the object as stored.
-func (c *Controller) writeStatus(ctx context.Context, k *kind, w *workload, before *v1.WorkloadStatus) (*workload, error) {
+func (c *Controller) writeStatus(ctx context.Context, k *kind, w *workload, before *v1alpha1.WorkloadStatus) (*workload, error) {
 	if !c.written.NeedsWrite(w.obj.GetUID(), *before, *w.status) {
 		return w, nil
 	}
@@ -72,7 +72,7 @@ func (c *Controller) writeStatus(ctx context.Context, k *kind, w *workload, befo
 // hasFinalizer reports whether w carries captf.io/destroy.
 func hasFinalizer(w *workload) bool {
 	for _, f := range w.obj.GetFinalizers() {
-		if f == v1.FinalizerDestroy {
+		if f == v1alpha1.FinalizerDestroy {
 			return true
 		}
 	}
@@ -87,12 +87,12 @@ func (c *Controller) setFinalizer(ctx context.Context, k *kind, w *workload, pre
 	}
 	var fs []string
 	for _, f := range w.obj.GetFinalizers() {
-		if f != v1.FinalizerDestroy {
+		if f != v1alpha1.FinalizerDestroy {
 			fs = append(fs, f)
 		}
 	}
 	if present {
-		fs = append(fs, v1.FinalizerDestroy)
+		fs = append(fs, v1alpha1.FinalizerDestroy)
 	}
 	status := w.status.DeepCopy()
 	w.obj.SetFinalizers(fs)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	k8stesting "k8s.io/client-go/testing"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -32,16 +32,16 @@ func TestSyncRewritesMirrorFromUncachedRead(t *testing.T) {
 	f := newFixture(t)
 	c1 := newCluster("c1", withFinalizer)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-		newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-		newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
+		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+		newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
 	cachedMirror, err := f.inf.Mirrors.Lister().Secrets(testNS).Get(mirrorName)
 	require.NoError(t, err)
 	require.Nil(t, cachedMirror.Data, "B1: the cache holds no data")
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	f.catchUp()
 
 	rotated := f.rotate()
-	require.NoError(t, f.sync(KindCluster, "c1"))
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{"get secrets " + sourceNS + "/" + sourceName, "get secrets " + testNS + "/" + mirrorName}, f.readsOf("secrets"),
 		"the source, then the mirror before its rewrite")
@@ -73,10 +73,10 @@ func TestSyncFailedMirrorWriteIsNeverCurrent(t *testing.T) {
 			f := newFixture(t)
 			c1 := newCluster("c1", withFinalizer)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
-				newMirror(identityName, testNS, sourceData(), refOf(KindCluster, c1)),
-				newJob(KindCluster, c1, v1.JobActionApply, 1, jobSucceeded))
-			require.NoError(t, f.sync(KindCluster, "c1"))
-			requireCondition(t, f.lastStatus(), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+				newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)),
+				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
+			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+			requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 			f.catchUp()
 			f.popEvents()
 
@@ -86,7 +86,7 @@ func TestSyncFailedMirrorWriteIsNeverCurrent(t *testing.T) {
 				updates++
 				return true, nil, tc.err
 			})
-			err := f.sync(KindCluster, "c1")
+			err := f.sync(v1alpha1.KindTerraformCluster, "c1")
 
 			if tc.wantErr {
 				require.Error(t, err)
@@ -95,10 +95,10 @@ func TestSyncFailedMirrorWriteIsNeverCurrent(t *testing.T) {
 				require.Equal(t, 1, updates)
 			}
 			require.LessOrEqual(t, updates, maxWriteAttempts)
-			c := requireCondition(t, f.lastStatus(), v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed)
+			c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1alpha1.ReasonMirrorFailed)
 			require.Contains(t, c.Message, mirrorName)
 			require.NotContains(t, c.Message, "is current")
-			require.Contains(t, eventReasons(f.popEvents()), "Warning "+v1.EventMirrorConflict)
+			require.Contains(t, eventReasons(f.popEvents()), "Warning "+v1alpha1.EventMirrorConflict)
 		})
 	}
 }

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -44,7 +44,7 @@ func TestAPIServerRestart(t *testing.T) {
 		if len(s.objects) != len(objs) {
 			return false, fmt.Sprintf("%d of %d objects", len(s.objects), len(objs))
 		}
-		return s.conditionAll(v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonIdentityNotFound)
+		return s.conditionAll(v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotFound)
 	})
 	mt := trackMirrors(t, e, identity)
 

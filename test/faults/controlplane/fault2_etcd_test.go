@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -46,7 +46,7 @@ func TestEtcdRestart(t *testing.T) {
 	waitConverged(t, e, m, rec, identity, h1, nss, objs)
 	finishApplyJobs(t, e, rec, objs)
 	waitSnapshot(t, e, identity, nss, 3*time.Minute, "steady state", func(s *snapshot) (bool, string) {
-		return s.conditionAll(v1.ConditionReady, metav1.ConditionTrue, v1.ReasonReady)
+		return s.conditionAll(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 	})
 	before := writesReport(m, len(objs))
 
@@ -83,7 +83,7 @@ func TestEtcdRestart(t *testing.T) {
 		if ok, msg := s.mirrorsConverged(identity, h1, nss); !ok {
 			return false, msg
 		}
-		return s.conditionAll(v1.ConditionReady, metav1.ConditionTrue, v1.ReasonReady)
+		return s.conditionAll(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 	})
 	steadyAgain := time.Since(etcdUp).Round(time.Millisecond)
 	t.Logf("fault 2: the manager's log from the stop to the steady state again: %s", logSummary(m, logFrom))
@@ -114,7 +114,7 @@ func TestEtcdRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, msg := s.conditionAll(v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded); !ok {
+	if ok, msg := s.conditionAll(v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded); !ok {
 		t.Errorf("the steady objects' ApplyJobSucceeded regressed: %s", msg)
 	}
 	requireOneJobEach(t, e, rec, objs, map[types.UID]int{})

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 	"github.com/captf/captf/test/controlplane"
@@ -74,7 +74,7 @@ func TestManagerKilledDuringDeletion(t *testing.T) {
 	}
 	destroys := make(chan framework.JobRecord, 4096)
 	rec := e.RecordJobs(t, func(j framework.JobRecord) {
-		if j.Action == v1.JobActionDestroy {
+		if j.Action == v1alpha1.JobActionDestroy {
 			select {
 			case destroys <- j:
 			default:
@@ -136,7 +136,7 @@ func TestManagerKilledDuringDeletion(t *testing.T) {
 	waitSnapshot(t, e, identity, nss, 3*time.Minute, "apply Jobs", func(*snapshot) (bool, string) { return everyObjectHasApply(rec, objs) })
 	finishApplyJobs(t, e, rec, objs)
 	waitSnapshot(t, e, identity, nss, 3*time.Minute, "applied", func(s *snapshot) (bool, string) {
-		if ok, msg := s.conditionAll(v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded); !ok {
+		if ok, msg := s.conditionAll(v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded); !ok {
 			return false, msg
 		}
 		return s.mirrorsConverged(identity, h, nss)
@@ -243,7 +243,7 @@ func TestManagerKilledDuringDeletion(t *testing.T) {
 		defer mu.Unlock()
 		destroyJobs := 0
 		for _, j := range rec.Jobs(nil) {
-			if j.Action == v1.JobActionDestroy && inNS[j.Namespace] {
+			if j.Action == v1alpha1.JobActionDestroy && inNS[j.Namespace] {
 				destroyJobs++
 			}
 		}

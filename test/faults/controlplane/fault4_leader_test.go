@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -94,7 +94,7 @@ func TestLeaderFailover(t *testing.T) {
 	killed := time.Now()
 	pending := 0
 	for _, o := range objs {
-		if len(rec.Of(o.UID, v1.JobActionApply)) == 0 {
+		if len(rec.Of(o.UID, v1alpha1.JobActionApply)) == 0 {
 			pending++
 		}
 	}
@@ -112,7 +112,7 @@ func TestLeaderFailover(t *testing.T) {
 	took := waitConverged(t, e, newLeader, rec, identity, h1, nss, objs)
 	finishApplyJobs(t, e, rec, objs)
 	waitSnapshot(t, e, identity, nss, 3*time.Minute, "applied", func(s *snapshot) (bool, string) {
-		return s.conditionAll(v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
+		return s.conditionAll(v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 	})
 	t.Logf("fault 4: converged %s after the takeover; %s", took, writesReport(newLeader, n))
 	requireOneJobEach(t, e, rec, objs, map[types.UID]int{})
@@ -138,7 +138,7 @@ func TestLeaderFailover(t *testing.T) {
 	var finishers sync.WaitGroup
 	defer finishers.Wait()
 	e.RecordJobs(t, func(j framework.JobRecord) {
-		if j.Action != v1.JobActionDestroy || wantDestroy[j.Owner] == 0 {
+		if j.Action != v1alpha1.JobActionDestroy || wantDestroy[j.Owner] == 0 {
 			return
 		}
 		mu.Lock()

@@ -20,7 +20,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
@@ -163,11 +163,11 @@ func createNamespaces(t *testing.T, e *framework.Env, prefix string, n int, labe
 }
 
 // createIdentity creates identity name (cleanUp deletes it).
-func createIdentity(t *testing.T, e *framework.Env, name string, ref v1.SecretReference, allowed *v1.AllowedNamespaces) {
+func createIdentity(t *testing.T, e *framework.Env, name string, ref v1alpha1.SecretReference, allowed *v1alpha1.AllowedNamespaces) {
 	t.Helper()
 	ids := e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities()
-	id := &v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed}}
+	id := &v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed}}
 	if _, err := ids.Create(framework.Context(t), id, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +200,8 @@ func cleanUp(t *testing.T, e *framework.Env, managers *[]*framework.Manager, nam
 }
 
 // selectorOf allows the namespaces carrying labels.
-func selectorOf(labels map[string]string) *v1.AllowedNamespaces {
-	return &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: labels}}
+func selectorOf(labels map[string]string) *v1alpha1.AllowedNamespaces {
+	return &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: labels}}
 }
 
 // object is a workload object of a test.
@@ -216,8 +216,8 @@ const image = "example.com/module:1"
 
 // createCluster creates a TerraformCluster using identity.
 func createCluster(ctx context.Context, e *framework.Env, ns, name, identity string) (object, error) {
-	c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: identity}, Source: v1.SourceSpec{Image: image}}}
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}, Source: v1alpha1.SourceSpec{Image: image}}}
 	c, err := e.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
 	if err != nil {
 		return object{}, err
@@ -251,8 +251,8 @@ func createClusters(t *testing.T, e *framework.Env, nss []string, identity strin
 
 // createMachine creates a TerraformMachine with its own identityRef (I2).
 func createMachine(ctx context.Context, e *framework.Env, ns, name, identity string) (object, error) {
-	m := &v1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.TerraformMachineSpec{IdentityRef: &v1.IdentityReference{Name: identity}, Source: v1.SourceSpec{Image: image}}}
+	m := &v1alpha1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.TerraformMachineSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}, Source: v1alpha1.SourceSpec{Image: image}}}
 	m, err := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(ctx, m, metav1.CreateOptions{})
 	if err != nil {
 		return object{}, err
@@ -301,7 +301,7 @@ func takeSnapshot(ctx context.Context, e *framework.Env, identity string, namesp
 		in[ns] = true
 	}
 	s := &snapshot{mirrors: map[string]*corev1.Secret{}, objects: map[types.UID]liveObject{}}
-	secrets, err := e.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=" + v1.LabelTrue})
+	secrets, err := e.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +394,7 @@ func (s *snapshot) mirrorsConverged(identity, hash string, namespaces []string) 
 			p.addf("%s: no mirror", ns)
 			continue
 		}
-		if m.Annotations[v1.AnnotationSourceHash] != hash {
+		if m.Annotations[v1alpha1.AnnotationSourceHash] != hash {
 			p.addf("%s: the mirror carries another source hash than the current one", ns)
 			continue
 		}
@@ -426,7 +426,7 @@ func (s *snapshot) credentialsReported(identity string) (bool, string) {
 		if o.Deleting || o.Identity != identity {
 			continue
 		}
-		for _, t := range []v1.ConditionType{v1.ConditionIdentityAllowed, v1.ConditionCredentialsMirrored} {
+		for _, t := range []v1alpha1.ConditionType{v1alpha1.ConditionIdentityAllowed, v1alpha1.ConditionCredentialsMirrored} {
 			if c := meta.FindStatusCondition(o.Conditions, string(t)); c == nil || c.Status != metav1.ConditionTrue {
 				p.addf("%s: %s", o, framework.Describe(o.Conditions))
 				break
@@ -503,7 +503,7 @@ func waitConverged(t *testing.T, e *framework.Env, m *framework.Manager, rec *fr
 
 // conditionAll reports whether every non-deleting object has condition t
 // with status and reason.
-func (s *snapshot) conditionAll(t v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason) (bool, string) {
+func (s *snapshot) conditionAll(t v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) (bool, string) {
 	var p problems
 	for _, o := range s.objects {
 		if o.Deleting {
@@ -522,7 +522,7 @@ func (s *snapshot) conditionAll(t v1.ConditionType, status metav1.ConditionStatu
 func everyObjectHasApply(rec *framework.JobRecorder, objs []object) (bool, string) {
 	missing := 0
 	for _, o := range objs {
-		if len(rec.Of(o.UID, v1.JobActionApply)) == 0 {
+		if len(rec.Of(o.UID, v1alpha1.JobActionApply)) == 0 {
 			missing++
 		}
 	}
@@ -557,16 +557,16 @@ func requireOneJobEach(t *testing.T, e *framework.Env, rec *framework.JobRecorde
 		}
 	}
 	for _, o := range objs {
-		if n := len(rec.Of(o.UID, v1.JobActionApply)); n != 1 {
+		if n := len(rec.Of(o.UID, v1alpha1.JobActionApply)); n != 1 {
 			t.Errorf("%s: %d apply Jobs were created, want exactly 1", o, n)
 		}
-		if n, want := len(rec.Of(o.UID, v1.JobActionDestroy)), wantDestroy[o.UID]; n != want {
+		if n, want := len(rec.Of(o.UID, v1alpha1.JobActionDestroy)), wantDestroy[o.UID]; n != want {
 			t.Errorf("%s: %d destroy Jobs were created, want exactly %d", o, n, want)
 		}
 	}
 	// Cross-check with the API server: every Job of these owners that
 	// still exists was recorded.
-	list, err := e.Kube.BatchV1().Jobs("").List(framework.Context(t), metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+	list, err := e.Kube.BatchV1().Jobs("").List(framework.Context(t), metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func finishApplyJobs(t *testing.T, e *framework.Env, rec *framework.JobRecorder,
 	ctx := framework.Context(t)
 	var js []framework.JobRecord
 	for _, o := range objs {
-		js = append(js, rec.Of(o.UID, v1.JobActionApply)...)
+		js = append(js, rec.Of(o.UID, v1alpha1.JobActionApply)...)
 	}
 	if err := framework.Parallel(len(js), 8, func(i int) error {
 		return e.FinishJob(ctx, js[i].Namespace, js[i].Name, "")
@@ -690,13 +690,13 @@ func trackMirrors(t *testing.T, e *framework.Env, identity string) *mirrorTracke
 	mt := &mirrorTracker{hashes: map[string]string{}}
 	name := credentials.MirrorName(identity)
 	factory := kubeinformers.NewSharedInformerFactoryWithOptions(e.Kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.LabelMirrored + "=" + v1.LabelTrue
+		o.LabelSelector = v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue
 	}))
 	inf := factory.Core().V1().Secrets().Informer()
 	set := func(obj interface{}) {
 		if s, ok := obj.(*corev1.Secret); ok && s.Name == name {
 			mt.mu.Lock()
-			mt.hashes[s.Namespace] = s.Annotations[v1.AnnotationSourceHash]
+			mt.hashes[s.Namespace] = s.Annotations[v1alpha1.AnnotationSourceHash]
 			mt.mu.Unlock()
 		}
 	}
@@ -793,7 +793,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func jobsStillThere(ctx context.Context, e *framework.Env, namespaces []string) (int, error) {
 	n := 0
 	for _, ns := range namespaces {
-		l, err := e.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+		l, err := e.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
 		if err != nil {
 			return 0, err
 		}

@@ -10,7 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -77,7 +77,7 @@ func TestConflictStorm(t *testing.T) {
 					}
 				}
 				rand.Shuffle(len(list), func(a, b int) { list[a], list[b] = list[b], list[a] })
-				if err := editIdentity(f.Ctx, e, id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(list...) }); err != nil {
+				if err := editIdentity(f.Ctx, e, id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(list...) }); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -113,7 +113,7 @@ func TestConflictStorm(t *testing.T) {
 	// The final state: the storm's namespace and sideA allowed, sideB not;
 	// one last rotation.
 	final := framework.DefaultData(rotatedValue(rotated))
-	if err := editIdentity(f.Ctx, e, id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns, sideA) }); err != nil {
+	if err := editIdentity(f.Ctx, e, id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns, sideA) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := setSource(f.Ctx, e, ref, final); err != nil {
@@ -135,13 +135,13 @@ func TestConflictStorm(t *testing.T) {
 		if m == nil {
 			return false, "no mirror in the storm's namespace"
 		}
-		if m.Annotations[v1.AnnotationSourceHash] != want {
+		if m.Annotations[v1alpha1.AnnotationSourceHash] != want {
 			return false, "the storm's mirror is not current"
 		}
 		if d := sameUIDs(m, objs); d != "" {
 			return false, "storm mirror: " + d
 		}
-		if a := ms[sideA]; a == nil || a.Annotations[v1.AnnotationSourceHash] != want || sameUIDs(a, []workload{sides[sideA]}) != "" {
+		if a := ms[sideA]; a == nil || a.Annotations[v1alpha1.AnnotationSourceHash] != want || sameUIDs(a, []workload{sides[sideA]}) != "" {
 			return false, "sideA mirror missing, stale or with wrong owners"
 		}
 		if ms[sideB] != nil {
@@ -153,7 +153,7 @@ func TestConflictStorm(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			if !condIs(s.Conditions, v1.ConditionIdentityAllowed, "True", "") || !condIs(s.Conditions, v1.ConditionCredentialsMirrored, "True", "") {
+			if !condIs(s.Conditions, v1alpha1.ConditionIdentityAllowed, "True", "") || !condIs(s.Conditions, v1alpha1.ConditionCredentialsMirrored, "True", "") {
 				notReady = append(notReady, w.Name)
 			}
 		}

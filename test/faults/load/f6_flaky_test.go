@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 	"github.com/captf/captf/test/integration/framework/faultkit"
@@ -55,7 +55,7 @@ func TestFlakyAPI(t *testing.T) {
 	fin := startFinisher(f, time.Second, ns1, ns2, ns3)
 	for _, ns := range []string{ns1, ns2} {
 		for _, w := range objs[ns] {
-			f.WaitCondition(w.String(), conds(f, w), v1.ConditionReady, "True", v1.ReasonReady)
+			f.WaitCondition(w.String(), conds(f, w), v1alpha1.ConditionReady, "True", v1alpha1.ReasonReady)
 		}
 	}
 	base := scrape(f)
@@ -79,7 +79,7 @@ func TestFlakyAPI(t *testing.T) {
 	for i := range perNS {
 		objs[ns3] = append(objs[ns3], mustCreate(f, kinds[i%3], ns3, fmt.Sprintf("w%d", i), id, moduleImage))
 	}
-	if err := editIdentity(f.Ctx, e, id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns1, ns3) }); err != nil {
+	if err := editIdentity(f.Ctx, e, id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns1, ns3) }); err != nil {
 		t.Fatal(err)
 	}
 	gone := objs[ns1][0]
@@ -105,7 +105,7 @@ func TestFlakyAPI(t *testing.T) {
 			if m == nil {
 				return false, "no mirror in " + ns
 			}
-			if m.Annotations[v1.AnnotationSourceHash] != want {
+			if m.Annotations[v1alpha1.AnnotationSourceHash] != want {
 				return false, "stale mirror in " + ns
 			}
 			if d := sameUIDs(m, objs[ns]); d != "" {
@@ -124,7 +124,7 @@ func TestFlakyAPI(t *testing.T) {
 				if err != nil {
 					return false, err.Error()
 				}
-				if !condIs(s.Conditions, v1.ConditionReady, "True", "") {
+				if !condIs(s.Conditions, v1alpha1.ConditionReady, "True", "") {
 					return false, w.String() + " not Ready:" + describeConds(s.Conditions)
 				}
 			}
@@ -134,7 +134,7 @@ func TestFlakyAPI(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			if !condIs(s.Conditions, v1.ConditionIdentityAllowed, "False", v1.ReasonNamespaceNotAllowed) {
+			if !condIs(s.Conditions, v1alpha1.ConditionIdentityAllowed, "False", v1alpha1.ReasonNamespaceNotAllowed) {
 				return false, w.String() + " in the revoked namespace:" + describeConds(s.Conditions)
 			}
 		}

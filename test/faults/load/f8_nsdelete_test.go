@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -55,10 +55,10 @@ func TestNamespaceDeletionMidJobs(t *testing.T) {
 		if err := e.FinishJob(f.Ctx, ns, applyJob[fmt.Sprintf("%s apply 1", w.UID)], ""); err != nil {
 			t.Fatal(err)
 		}
-		f.WaitCondition(w.String(), conds(f, w), v1.ConditionApplyJobSucceeded, "True", v1.ReasonApplySucceeded)
+		f.WaitCondition(w.String(), conds(f, w), v1alpha1.ConditionApplyJobSucceeded, "True", v1alpha1.ReasonApplySucceeded)
 	}
-	f.WaitCondition(midApply.String(), conds(f, midApply), v1.ConditionApplyJobSucceeded, "Unknown", v1.ReasonJobRunning)
-	bj := f.WaitJob(other, v1.JobActionApply)
+	f.WaitCondition(midApply.String(), conds(f, midApply), v1alpha1.ConditionApplyJobSucceeded, "Unknown", v1alpha1.ReasonJobRunning)
+	bj := f.WaitJob(other, v1alpha1.JobActionApply)
 	if err := e.FinishJob(f.Ctx, other, bj.Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestNamespaceDeletionMidJobs(t *testing.T) {
 		}
 		return len(destroyJob) == 2, fmt.Sprintf("%d destroy Jobs", len(destroyJob))
 	})
-	f.WaitCondition(midDestroy.String(), conds(f, midDestroy), v1.ConditionApplyJobSucceeded, "Unknown", v1.ReasonJobRunning)
+	f.WaitCondition(midDestroy.String(), conds(f, midDestroy), v1alpha1.ConditionApplyJobSucceeded, "Unknown", v1alpha1.ReasonJobRunning)
 
 	// The destroy of "destroyed" succeeds, and at once the namespace is
 	// deleted.
@@ -131,8 +131,8 @@ func TestNamespaceDeletionMidJobs(t *testing.T) {
 			if !s.Exists || !s.Deleting || !framework.HasFinalizer(s.Finalizers) {
 				return false, fmt.Sprintf("%s: exists %v deleting %v finalizers %v", w, s.Exists, s.Deleting, s.Finalizers)
 			}
-			c := meta.FindStatusCondition(s.Conditions, string(v1.ConditionApplyJobSucceeded))
-			if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, v1.AnnotationAbandonInfrastructure+"="+string(w.UID)) {
+			c := meta.FindStatusCondition(s.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
+			if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, v1alpha1.AnnotationAbandonInfrastructure+"="+string(w.UID)) {
 				return false, w.String() + describeConds(s.Conditions)
 			}
 			seen[w.String()] = s.Conditions
@@ -140,13 +140,13 @@ func TestNamespaceDeletionMidJobs(t *testing.T) {
 		return true, ""
 	})
 	for _, w := range stuck {
-		t.Logf("nsdelete: operator sees on %s (deleting, finalizer %s kept):%s", w, v1.FinalizerDestroy, describeConds(seen[w.String()]))
+		t.Logf("nsdelete: operator sees on %s (deleting, finalizer %s kept):%s", w, v1alpha1.FinalizerDestroy, describeConds(seen[w.String()]))
 		// docs/operator-guide.md and docs/design.md promise DestroyFailed
 		// naming the abandon annotation; IdentityNotAllowed (V2) is for an
 		// identity that no longer allows the namespace, and its advice to
 		// allow the namespace again cannot help here.
-		c := meta.FindStatusCondition(seen[w.String()], string(v1.ConditionApplyJobSucceeded))
-		if c.Reason != string(v1.ReasonDestroyFailed) || strings.Contains(c.Message, "allow the namespace again") {
+		c := meta.FindStatusCondition(seen[w.String()], string(v1alpha1.ConditionApplyJobSucceeded))
+		if c.Reason != string(v1alpha1.ReasonDestroyFailed) || strings.Contains(c.Message, "allow the namespace again") {
 			t.Errorf("(docs/operator-guide.md, SPEC V2): %s in a terminating namespace reports ApplyJobSucceeded=%s/%s %q; want DestroyFailed naming the abandon annotation, without advice to allow the namespace again (it is allowed)",
 				w, c.Status, c.Reason, c.Message)
 		}
@@ -188,7 +188,7 @@ func TestNamespaceDeletionMidJobs(t *testing.T) {
 	// The operator abandons the two: the namespace goes.
 	abandonAt := time.Now()
 	for _, w := range stuck {
-		if err := annotate(f.Ctx, e, w, v1.AnnotationAbandonInfrastructure, string(w.UID)); err != nil {
+		if err := annotate(f.Ctx, e, w, v1alpha1.AnnotationAbandonInfrastructure, string(w.UID)); err != nil {
 			t.Fatalf("annotating %s: %v", w, err)
 		}
 	}
@@ -216,8 +216,8 @@ func TestNamespaceDeletionMidJobs(t *testing.T) {
 		faultkit.FormatCounts(all.Writes()), faultkit.FormatCounts(all.By("workqueue_retries_total", "name")), all.TotalRequests(), factsOf(f.Manager.Log()[logAt:]))
 
 	// The bystander namespace is untouched.
-	f.WaitCondition(bystander.String(), conds(f, bystander), v1.ConditionReady, "True", v1.ReasonReady)
-	if m := f.Mirror(other, id); m == nil || m.Annotations[v1.AnnotationSourceHash] != framework.HashOf(data) {
+	f.WaitCondition(bystander.String(), conds(f, bystander), v1alpha1.ConditionReady, "True", v1alpha1.ReasonReady)
+	if m := f.Mirror(other, id); m == nil || m.Annotations[v1alpha1.AnnotationSourceHash] != framework.HashOf(data) {
 		t.Errorf("the bystander namespace's mirror must stay current")
 	}
 	requireLogClean(f, secretValue, framework.HashOf(data))
@@ -260,16 +260,16 @@ func TestNamespaceDeletionDestroySucceededWhileManagerDown(t *testing.T) {
 	data := framework.DefaultData(secretValue)
 	id := f.Identity(f.Source(data), framework.List(ns))
 	w := mustCreate(f, kindPool, ns, "destroyed", id, moduleImage)
-	apply := f.WaitJob(ns, v1.JobActionApply)
+	apply := f.WaitJob(ns, v1alpha1.JobActionApply)
 	if err := e.FinishJob(f.Ctx, ns, apply.Name, ""); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition(w.String(), conds(f, w), v1.ConditionApplyJobSucceeded, "True", v1.ReasonApplySucceeded)
+	f.WaitCondition(w.String(), conds(f, w), v1alpha1.ConditionApplyJobSucceeded, "True", v1alpha1.ReasonApplySucceeded)
 	if err := del(f.Ctx, e, w); err != nil {
 		t.Fatal(err)
 	}
-	destroy := f.WaitJob(ns, v1.JobActionDestroy)
-	f.WaitCondition(w.String(), conds(f, w), v1.ConditionApplyJobSucceeded, "Unknown", v1.ReasonJobRunning)
+	destroy := f.WaitJob(ns, v1alpha1.JobActionDestroy)
+	f.WaitCondition(w.String(), conds(f, w), v1alpha1.ConditionApplyJobSucceeded, "Unknown", v1alpha1.ReasonJobRunning)
 	requireLogClean(f, secretValue, framework.HashOf(data))
 
 	f.Manager.Stop(t)
@@ -309,14 +309,14 @@ func TestNamespaceDeletionDestroySucceededWhileManagerDown(t *testing.T) {
 	// finalizer and says the outcome is unknown and how to release it
 	// (docs/reliability.md). The abandon annotation then lets it go.
 	if last.Exists {
-		c := meta.FindStatusCondition(last.Conditions, string(v1.ConditionApplyJobSucceeded))
-		if c == nil || c.Reason != string(v1.ReasonDestroyFailed) || !strings.Contains(c.Message, "outcome is unknown") ||
-			!strings.Contains(c.Message, v1.AnnotationAbandonInfrastructure+"="+string(w.UID)) {
+		c := meta.FindStatusCondition(last.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
+		if c == nil || c.Reason != string(v1alpha1.ReasonDestroyFailed) || !strings.Contains(c.Message, "outcome is unknown") ||
+			!strings.Contains(c.Message, v1alpha1.AnnotationAbandonInfrastructure+"="+string(w.UID)) {
 			t.Errorf("%s after the restart: want DestroyFailed saying the outcome is unknown and naming the abandon annotation:%s",
 				w, describeConds(last.Conditions))
 		}
 		t.Logf("nsdelete: operator sees on %s after the restart:%s", w, describeConds(last.Conditions))
-		if err := annotate(f.Ctx, e, w, v1.AnnotationAbandonInfrastructure, string(w.UID)); err != nil {
+		if err := annotate(f.Ctx, e, w, v1alpha1.AnnotationAbandonInfrastructure, string(w.UID)); err != nil {
 			t.Fatal(err)
 		}
 	} else {

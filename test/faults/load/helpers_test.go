@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/test/integration/framework"
 	"github.com/captf/captf/test/integration/framework/faultkit"
@@ -83,7 +83,7 @@ func annotate(ctx context.Context, e *framework.Env, w workload, key, value stri
 }
 
 // condIs reports whether conds has t with status (and reason, unless "").
-func condIs(conds []metav1.Condition, t v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason) bool {
+func condIs(conds []metav1.Condition, t v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) bool {
 	c := meta.FindStatusCondition(conds, string(t))
 	return c != nil && c.Status == status && (reason == "" || c.Reason == string(reason))
 }
@@ -91,14 +91,14 @@ func condIs(conds []metav1.Condition, t v1.ConditionType, status metav1.Conditio
 // mirrorsOf returns the real mirrors of identity in every namespace, by
 // namespace (label captf.io/mirrored=true and the identity annotation).
 func mirrorsOf(ctx context.Context, e *framework.Env, identity string) (map[string]*corev1.Secret, error) {
-	l, err := e.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=" + v1.LabelTrue})
+	l, err := e.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*corev1.Secret{}
 	for i := range l.Items {
 		s := &l.Items[i]
-		if s.Annotations[v1.AnnotationIdentity] == identity {
+		if s.Annotations[v1alpha1.AnnotationIdentity] == identity {
 			out[s.Namespace] = s
 		}
 	}
@@ -149,7 +149,7 @@ func head(s []string, n int) []string {
 
 // editIdentity updates an identity, retrying conflicts with the manager's
 // status writes.
-func editIdentity(ctx context.Context, e *framework.Env, name string, edit func(*v1.TerraformClusterIdentity)) error {
+func editIdentity(ctx context.Context, e *framework.Env, name string, edit func(*v1alpha1.TerraformClusterIdentity)) error {
 	ids := e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities()
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		i, err := ids.Get(ctx, name, metav1.GetOptions{})
@@ -163,7 +163,7 @@ func editIdentity(ctx context.Context, e *framework.Env, name string, edit func(
 }
 
 // setSource replaces the data of a source Secret (a rotation).
-func setSource(ctx context.Context, e *framework.Env, ref v1.SecretReference, data map[string]string) error {
+func setSource(ctx context.Context, e *framework.Env, ref v1alpha1.SecretReference, data map[string]string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s, err := e.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if err != nil {
@@ -248,7 +248,7 @@ type finisher struct {
 	done chan struct{}
 	mu   sync.Mutex
 	// finished counts Jobs finished by action.
-	finished map[v1.JobAction]int
+	finished map[v1alpha1.JobAction]int
 	// seen counts Jobs by owner UID, action and generation (duplicates
 	// would be a J1 violation).
 	seen map[string]int
@@ -257,12 +257,12 @@ type finisher struct {
 // startFinisher finishes Jobs in namespaces (each successfully) every
 // interval until the test ends or Stop.
 func startFinisher(f *framework.Fixture, interval time.Duration, namespaces ...string) *finisher {
-	fin := &finisher{stop: make(chan struct{}), done: make(chan struct{}), finished: map[v1.JobAction]int{}, seen: map[string]int{}}
+	fin := &finisher{stop: make(chan struct{}), done: make(chan struct{}), finished: map[v1alpha1.JobAction]int{}, seen: map[string]int{}}
 	go func() {
 		defer close(fin.done)
 		for {
 			for _, ns := range namespaces {
-				l, err := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+				l, err := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
 				if err != nil {
 					continue
 				}
@@ -305,7 +305,7 @@ func (fin *finisher) Stop() {
 // generation" (more than one for a key would break J1).
 func jobsPerOwner(f *framework.Fixture, ns string) map[string][]string {
 	f.T.Helper()
-	l, err := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue})
+	l, err := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func releaseAtEnd(f *framework.Fixture, namespaces ...string) {
 			left = append(left, objs...)
 		}
 		for _, w := range left {
-			_ = annotate(ctx, f.Env, w, v1.AnnotationAbandonInfrastructure, string(w.UID))
+			_ = annotate(ctx, f.Env, w, v1alpha1.AnnotationAbandonInfrastructure, string(w.UID))
 			_ = del(ctx, f.Env, w)
 		}
 		deadline := time.Now().Add(60 * time.Second)

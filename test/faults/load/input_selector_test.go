@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
@@ -58,7 +58,7 @@ func TestBadInputSelectorManyNamespaces(t *testing.T) {
 	}
 	created := since(start)
 	ref := f.Source(framework.DefaultData(secretValue))
-	id := f.Identity(ref, &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{key: "yes"}}})
+	id := f.Identity(ref, &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{key: "yes"}}})
 	// Users in three of them (spread out) and one in a namespace without the label.
 	used := []string{names[0], names[count/2], names[count-1]}
 	sort.Strings(used)
@@ -92,7 +92,7 @@ func TestBadInputSelectorManyNamespaces(t *testing.T) {
 		})
 	}
 	check(used)
-	f.WaitCondition(stranger.String(), conds(f, stranger), v1.ConditionIdentityAllowed, "False", v1.ReasonNamespaceNotAllowed)
+	f.WaitCondition(stranger.String(), conds(f, stranger), v1alpha1.ConditionIdentityAllowed, "False", v1alpha1.ReasonNamespaceNotAllowed)
 	converged := since(start)
 	after := scrape(f)
 	rssAfter, _ := faultkit.RSS(pid)
@@ -120,5 +120,5 @@ func TestBadInputSelectorManyNamespaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	check([]string{used[0], used[2]})
-	f.WaitCondition(users[revoked].String(), conds(f, users[revoked]), v1.ConditionIdentityAllowed, "False", v1.ReasonNamespaceNotAllowed)
+	f.WaitCondition(users[revoked].String(), conds(f, users[revoked]), v1alpha1.ConditionIdentityAllowed, "False", v1alpha1.ReasonNamespaceNotAllowed)
 }

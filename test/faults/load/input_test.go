@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -66,24 +66,24 @@ func TestBadInputSources(t *testing.T) {
 		if err != nil {
 			t.Fatalf("creating the %s source: %v", c.name, err)
 		}
-		id := f.Identity(v1.SecretReference{Namespace: creds, Name: c.name}, framework.List(ns))
+		id := f.Identity(v1alpha1.SecretReference{Namespace: creds, Name: c.name}, framework.List(ns))
 		all = append(all, made{id: id, source: s, user: mustCreate(f, kindCluster, ns, c.name, id, "")})
 	}
 	for i, c := range cases {
 		m := all[i]
 		mirror := f.WaitMirror(ns, m.id, c.name+" mirror", func(s *corev1.Secret) bool {
-			return s.Annotations[v1.AnnotationSourceHash] == credentials.SourceHash(m.source.Data)
+			return s.Annotations[v1alpha1.AnnotationSourceHash] == credentials.SourceHash(m.source.Data)
 		})
 		if d := dataDiff(m.source.Data, mirror.Data); d != "" {
 			t.Errorf("M2 %s: the mirror's data is not a byte copy of the source's: %s", c.name, d)
 		}
-		f.WaitCondition(m.user.String(), conds(f, m.user), v1.ConditionCredentialsMirrored, "True", v1.ReasonMirrored)
-		f.WaitCondition("identity "+c.name, f.IdentityConds(m.id), v1.ConditionReady, "True", v1.ReasonSecretFound)
-		reason := v1.ReasonKeysValid
+		f.WaitCondition(m.user.String(), conds(f, m.user), v1alpha1.ConditionCredentialsMirrored, "True", v1alpha1.ReasonMirrored)
+		f.WaitCondition("identity "+c.name, f.IdentityConds(m.id), v1alpha1.ConditionReady, "True", v1alpha1.ReasonSecretFound)
+		reason := v1alpha1.ReasonKeysValid
 		if c.valid == metav1.ConditionFalse {
-			reason = v1.ReasonKeysNeedAttention
+			reason = v1alpha1.ReasonKeysNeedAttention
 		}
-		cond := f.WaitCondition("identity "+c.name, f.IdentityConds(m.id), v1.ConditionCredentialsValid, c.valid, reason)
+		cond := f.WaitCondition("identity "+c.name, f.IdentityConds(m.id), v1alpha1.ConditionCredentialsValid, c.valid, reason)
 		for _, k := range c.named {
 			if !strings.Contains(cond.Message, k) {
 				t.Errorf("C4 %s: CredentialsValid must name key %q: %q", c.name, k, cond.Message)
@@ -145,38 +145,38 @@ func TestBadInputMissingReferences(t *testing.T) {
 	good := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	control := mustCreate(f, kindCluster, ns, "control", good, "")
 	creds := e.CreateNamespace(t, "creds", nil)
-	noNamespace := f.Identity(v1.SecretReference{Namespace: framework.Name("no-such-namespace"), Name: "cloud"}, framework.List(ns))
-	noSecret := f.Identity(v1.SecretReference{Namespace: creds, Name: "no-such-secret"}, framework.List(ns))
+	noNamespace := f.Identity(v1alpha1.SecretReference{Namespace: framework.Name("no-such-namespace"), Name: "cloud"}, framework.List(ns))
+	noSecret := f.Identity(v1alpha1.SecretReference{Namespace: creds, Name: "no-such-secret"}, framework.List(ns))
 	missing := framework.Name("no-such-identity")
 
 	type expect struct {
 		w      workload
-		reason v1.ConditionReason
+		reason v1alpha1.ConditionReason
 	}
 	var cases []expect
 	cases = append(cases,
-		expect{mustCreate(f, kindCluster, ns, "secret-namespace-missing", noNamespace, moduleImage), v1.ReasonSecretNotFound},
-		expect{mustCreate(f, kindCluster, ns, "secret-missing", noSecret, moduleImage), v1.ReasonSecretNotFound},
-		expect{mustCreate(f, kindCluster, ns, "identity-missing", missing, moduleImage), v1.ReasonIdentityNotFound},
-		expect{mustCreate(f, kindMachine, ns, "machine-identity-missing", missing, moduleImage), v1.ReasonIdentityNotFound},
+		expect{mustCreate(f, kindCluster, ns, "secret-namespace-missing", noNamespace, moduleImage), v1alpha1.ReasonSecretNotFound},
+		expect{mustCreate(f, kindCluster, ns, "secret-missing", noSecret, moduleImage), v1alpha1.ReasonSecretNotFound},
+		expect{mustCreate(f, kindCluster, ns, "identity-missing", missing, moduleImage), v1alpha1.ReasonIdentityNotFound},
+		expect{mustCreate(f, kindMachine, ns, "machine-identity-missing", missing, moduleImage), v1alpha1.ReasonIdentityNotFound},
 	)
 	for _, kind := range []string{kindMachine, kindPool} {
-		w, err := create(f.Ctx, e, kind, ns, "cluster-missing", "", moduleImage, map[string]string{v1.LabelClusterName: "no-such-cluster"})
+		w, err := create(f.Ctx, e, kind, ns, "cluster-missing", "", moduleImage, map[string]string{v1alpha1.LabelClusterName: "no-such-cluster"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases = append(cases, expect{w, v1.ReasonIdentityNotFound})
+		cases = append(cases, expect{w, v1alpha1.ReasonIdentityNotFound})
 	}
 	for _, id := range []string{noNamespace, noSecret} {
-		c := f.WaitCondition("identity "+id, f.IdentityConds(id), v1.ConditionReady, "False", v1.ReasonSecretNotFound)
+		c := f.WaitCondition("identity "+id, f.IdentityConds(id), v1alpha1.ConditionReady, "False", v1alpha1.ReasonSecretNotFound)
 		t.Logf("input: identity %s: Ready=%s/%s: %s", id, c.Status, c.Reason, c.Message)
 	}
 	for _, c := range cases {
-		got := f.WaitCondition(c.w.String(), conds(f, c.w), v1.ConditionIdentityAllowed, "False", c.reason)
+		got := f.WaitCondition(c.w.String(), conds(f, c.w), v1alpha1.ConditionIdentityAllowed, "False", c.reason)
 		t.Logf("input: %s: IdentityAllowed=%s/%s: %s", c.w, got.Status, got.Reason, got.Message)
 	}
 	f.WaitMirror(ns, good, "control mirror", func(m *corev1.Secret) bool { return sameUIDs(m, []workload{control}) == "" })
-	f.WaitCondition(control.String(), conds(f, control), v1.ConditionCredentialsMirrored, "True", v1.ReasonMirrored)
+	f.WaitCondition(control.String(), conds(f, control), v1alpha1.ConditionCredentialsMirrored, "True", v1alpha1.ReasonMirrored)
 
 	// Nothing else changes, over a few sync periods.
 	until := time.Now().Add(2 * syncPeriod)
@@ -202,7 +202,7 @@ func TestBadInputMissingReferences(t *testing.T) {
 		time.Sleep(time.Second) // a negative check over a window
 	}
 	s, err := get(f.Ctx, e, control)
-	if err != nil || !condIs(s.Conditions, v1.ConditionIdentityAllowed, "True", "") {
+	if err != nil || !condIs(s.Conditions, v1alpha1.ConditionIdentityAllowed, "True", "") {
 		t.Errorf("the control object must stay allowed: %v%s", err, describeConds(s.Conditions))
 	}
 }
@@ -239,12 +239,12 @@ func TestBadInputMaxLengthNames(t *testing.T) {
 	if _, err := e.Kube.CoreV1().Secrets(credsNS).Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: credsNS, Name: secretName}, StringData: data}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := v1.SecretReference{Namespace: credsNS, Name: secretName}
+	ref := v1alpha1.SecretReference{Namespace: credsNS, Name: secretName}
 	ids := map[int]string{}
 	for _, n := range []int{253, 241} {
 		name := maxName("id", n)
-		id := &v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: v1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: framework.List(ns)}}
+		id := &v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: framework.List(ns)}}
 		if _, err := e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(f.Ctx, id, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating a %d-character identity: %v", n, err)
 		}
@@ -255,11 +255,11 @@ func TestBadInputMaxLengthNames(t *testing.T) {
 	}
 	// M1, computed here independently of credentials.MirrorName.
 	sum := sha256.Sum256([]byte(ids[253]))
-	hashed := v1.MirrorNamePrefix + hex.EncodeToString(sum[:])[:16]
+	hashed := v1alpha1.MirrorNamePrefix + hex.EncodeToString(sum[:])[:16]
 	if got := credentials.MirrorName(ids[253]); got != hashed {
 		t.Errorf("M1: the mirror of a 253-character identity is %q, want %q", got, hashed)
 	}
-	if got := credentials.MirrorName(ids[241]); got != v1.MirrorNamePrefix+ids[241] || len(got) != 253 {
+	if got := credentials.MirrorName(ids[241]); got != v1alpha1.MirrorNamePrefix+ids[241] || len(got) != 253 {
 		t.Errorf("M1: the mirror of a 241-character identity is %q (%d characters), want the plain 253-character form", got, len(got))
 	}
 
@@ -285,7 +285,7 @@ func TestBadInputMaxLengthNames(t *testing.T) {
 		t.Logf("input: Job %v (%d characters) for %s", names, len(names[0]), key)
 	}
 	for _, w := range objs {
-		f.WaitCondition(w.Kind+" (253 characters)", conds(f, w), v1.ConditionReady, "True", v1.ReasonReady)
+		f.WaitCondition(w.Kind+" (253 characters)", conds(f, w), v1alpha1.ConditionReady, "True", v1alpha1.ReasonReady)
 	}
 	m := f.WaitMirror(ns, ids[253], "hashed mirror", func(s *corev1.Secret) bool { return sameUIDs(s, objs[:3]) == "" })
 	if m.Name != hashed {
@@ -330,12 +330,12 @@ func TestBadInputMaxLengthNames(t *testing.T) {
 	}
 	evs, _ := e.Kube.CoreV1().Events(ns).List(f.Ctx, metav1.ListOptions{})
 	t.Logf("input: events recorded in the 63-character namespace: %d; events refused by the API server (manager log): %d", len(evs.Items), rejected)
-	if c := meta.FindStatusCondition(mustIdentity(f, ids[253]).Status.Conditions, string(v1.ConditionReady)); c == nil || c.Status != metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(mustIdentity(f, ids[253]).Status.Conditions, string(v1alpha1.ConditionReady)); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("the 253-character identity must be Ready: %+v", c)
 	}
 }
 
-func mustIdentity(f *framework.Fixture, name string) *v1.TerraformClusterIdentity {
+func mustIdentity(f *framework.Fixture, name string) *v1alpha1.TerraformClusterIdentity {
 	f.T.Helper()
 	i, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(f.Ctx, name, metav1.GetOptions{})
 	if err != nil {

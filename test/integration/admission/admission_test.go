@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/admission/certs"
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
@@ -60,7 +60,7 @@ func setup(t *testing.T) *fixture {
 func (f *fixture) grantIdentities(user string) {
 	f.t.Helper()
 	name := framework.Name("identity-admin")
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{v1.SchemeGroupVersion.Group}, Resources: []string{"terraformclusteridentities"},
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.SchemeGroupVersion.Group}, Resources: []string{"terraformclusteridentities"},
 		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}
 	f.clusterRole(name, user, rules)
 }
@@ -83,7 +83,7 @@ func (f *fixture) clusterRole(name, user string, rules []rbacv1.PolicyRule) {
 }
 
 // grantSecret lets user get exactly one Secret.
-func (f *fixture) grantSecret(user string, ref v1.SecretReference) {
+func (f *fixture) grantSecret(user string, ref v1alpha1.SecretReference) {
 	f.t.Helper()
 	rbac := f.e.Kube.RbacV1()
 	name := framework.Name("read-" + ref.Name)
@@ -98,18 +98,18 @@ func (f *fixture) grantSecret(user string, ref v1.SecretReference) {
 	}
 }
 
-func (f *fixture) secret(ns, name string) v1.SecretReference {
+func (f *fixture) secret(ns, name string) v1alpha1.SecretReference {
 	f.t.Helper()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"TOKEN": "not-for-alice"}}
 	if _, err := f.e.Kube.CoreV1().Secrets(ns).Create(f.ctx, s, metav1.CreateOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
-	return v1.SecretReference{Namespace: ns, Name: name}
+	return v1alpha1.SecretReference{Namespace: ns, Name: name}
 }
 
-func newIdentity(name string, ref v1.SecretReference, allowed *v1.AllowedNamespaces) *v1.TerraformClusterIdentity {
-	return &v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed}}
+func newIdentity(name string, ref v1alpha1.SecretReference, allowed *v1alpha1.AllowedNamespaces) *v1alpha1.TerraformClusterIdentity {
+	return &v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed}}
 }
 
 // requireRefused fails unless err is a webhook refusal containing fragments.
@@ -145,18 +145,18 @@ func TestSecretAccessIsChecked(t *testing.T) {
 
 	// A2: create refused without get on the Secret; the message names the
 	// user and the Secret.
-	_, err := ids.Create(f.ctx, newIdentity(name, readable, &v1.AllowedNamespaces{List: []string{"team-a"}}), metav1.CreateOptions{})
+	_, err := ids.Create(f.ctx, newIdentity(name, readable, &v1alpha1.AllowedNamespaces{List: []string{"team-a"}}), metav1.CreateOptions{})
 	requireRefused(t, err, `"alice"`, ns+"/readable")
 
 	// Granting get on that one Secret lets the same request through.
 	f.grantSecret(controlplane.Alice, readable)
-	var created *v1.TerraformClusterIdentity
+	var created *v1alpha1.TerraformClusterIdentity
 	framework.Eventually(t, 30*time.Second, func() (bool, string) {
-		created, err = ids.Create(f.ctx, newIdentity(name, readable, &v1.AllowedNamespaces{List: []string{"team-a", "team-b"}}), metav1.CreateOptions{})
+		created, err = ids.Create(f.ctx, newIdentity(name, readable, &v1alpha1.AllowedNamespaces{List: []string{"team-a", "team-b"}}), metav1.CreateOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 
-	update := func(edit func(*v1.TerraformClusterIdentity)) error {
+	update := func(edit func(*v1alpha1.TerraformClusterIdentity)) error {
 		// The identity controller writes status concurrently: retry
 		// conflicts from a fresh read.
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -170,13 +170,13 @@ func TestSecretAccessIsChecked(t *testing.T) {
 		})
 	}
 	// A3: secretRef to an unreadable Secret refused.
-	requireRefused(t, update(func(i *v1.TerraformClusterIdentity) { i.Spec.SecretRef = unreadable }), `"alice"`, ns+"/unreadable")
+	requireRefused(t, update(func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.SecretRef = unreadable }), `"alice"`, ns+"/unreadable")
 
 	// Bob may edit identities but read no Secret: widening refused,
 	// narrowing and metadata edits allowed, so he can still revoke.
 	f.grantIdentities(controlplane.Bob)
 	bob := f.e.CaptfAs(t, controlplane.Bob).InfrastructureV1alpha1().TerraformClusterIdentities()
-	bobUpdate := func(edit func(*v1.TerraformClusterIdentity)) error {
+	bobUpdate := func(edit func(*v1alpha1.TerraformClusterIdentity)) error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur, err := bob.Get(f.ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -187,20 +187,22 @@ func TestSecretAccessIsChecked(t *testing.T) {
 			return err
 		})
 	}
-	requireRefused(t, bobUpdate(func(i *v1.TerraformClusterIdentity) {
+	requireRefused(t, bobUpdate(func(i *v1alpha1.TerraformClusterIdentity) {
 		i.Spec.AllowedNamespaces.List = append(i.Spec.AllowedNamespaces.List, "team-c")
 	}), `"bob"`, ns+"/readable")
-	requireRefused(t, bobUpdate(func(i *v1.TerraformClusterIdentity) {
-		i.Spec.AllowedNamespaces = &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
+	requireRefused(t, bobUpdate(func(i *v1alpha1.TerraformClusterIdentity) {
+		i.Spec.AllowedNamespaces = &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
 	}), `"bob"`)
-	if err := bobUpdate(func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces.List = []string{"team-a"} }); err != nil {
+	if err := bobUpdate(func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces.List = []string{"team-a"} }); err != nil {
 		t.Fatalf("A3: narrowing without get must be allowed: %v", err)
 	}
-	if err := bobUpdate(func(i *v1.TerraformClusterIdentity) { i.Labels = map[string]string{"owner": "bob"} }); err != nil {
+	if err := bobUpdate(func(i *v1alpha1.TerraformClusterIdentity) { i.Labels = map[string]string{"owner": "bob"} }); err != nil {
 		t.Fatalf("A3: a label edit without get must be allowed: %v", err)
 	}
 	// Alice (who may read it) may widen.
-	if err := update(func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces.List = []string{"team-a", "team-z"} }); err != nil {
+	if err := update(func(i *v1alpha1.TerraformClusterIdentity) {
+		i.Spec.AllowedNamespaces.List = []string{"team-a", "team-z"}
+	}); err != nil {
 		t.Fatalf("A3: widening with get must be allowed: %v", err)
 	}
 	_ = created
@@ -215,7 +217,7 @@ func TestSelectorLabelSyntax(t *testing.T) {
 	ns := f.e.CreateNamespace(t, "creds", nil)
 	ref := f.secret(ns, "s")
 	_, err := f.e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(f.ctx, newIdentity(framework.Name("id"), ref,
-		&v1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "v"}}}), metav1.CreateOptions{})
+		&v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "v"}}}), metav1.CreateOptions{})
 	requireRefused(t, err, "spec.allowedNamespaces.selector")
 }
 
@@ -230,16 +232,16 @@ func TestDeleteInUse(t *testing.T) {
 	ids := f.e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities()
 	clusterID, machineID := framework.Name("cluster-id"), framework.Name("machine-id")
 	for _, n := range []string{clusterID, machineID} {
-		if _, err := ids.Create(f.ctx, newIdentity(n, ref, &v1.AllowedNamespaces{List: []string{tenant}}), metav1.CreateOptions{}); err != nil {
+		if _, err := ids.Create(f.ctx, newIdentity(n, ref, &v1alpha1.AllowedNamespaces{List: []string{tenant}}), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "c"},
-		Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: clusterID}, Defaults: &v1.ClusterDefaults{IdentityRef: &v1.IdentityReference{Name: machineID}}}}
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "c"},
+		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: clusterID}, Defaults: &v1alpha1.ClusterDefaults{IdentityRef: &v1alpha1.IdentityReference{Name: machineID}}}}
 	if _, err := f.e.Captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(f.ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m := &v1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "m-0", Labels: map[string]string{v1.LabelClusterName: "c"}}}
+	m := &v1alpha1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "m-0", Labels: map[string]string{v1alpha1.LabelClusterName: "c"}}}
 	if _, err := f.e.Captf.InfrastructureV1alpha1().TerraformMachines(tenant).Create(f.ctx, m, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +272,7 @@ func TestDeleteInUse(t *testing.T) {
 		err := ids.Delete(f.ctx, machineID, metav1.DeleteOptions{})
 		return err != nil && strings.Contains(err.Error(), tenant) && !strings.Contains(err.Error(), "TerraformMachine"), fmt.Sprint(err)
 	})
-	secrets, err := f.e.Kube.CoreV1().Secrets(tenant).List(f.ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=true"})
+	secrets, err := f.e.Kube.CoreV1().Secrets(tenant).List(f.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,15 +309,15 @@ func TestFailClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur.Spec.AllowedNamespaces = &v1.AllowedNamespaces{List: []string{"x"}}
+	cur.Spec.AllowedNamespaces = &v1alpha1.AllowedNamespaces{List: []string{"x"}}
 	_, err = ids.Update(f.ctx, cur, metav1.UpdateOptions{})
 	requireFailedClosed(t, err)
 	requireFailedClosed(t, ids.Delete(f.ctx, name, metav1.DeleteOptions{}))
 
 	tenant := f.e.CreateNamespace(t, "tenant", nil)
 	var captf versioned.Interface = f.e.Captf
-	if _, err := captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(f.ctx, &v1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: name}}}, metav1.CreateOptions{}); err != nil {
+	if _, err := captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(f.ctx, &v1alpha1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "c"}, Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: name}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("workload kinds must not depend on the webhook: %v", err)
 	}
 

@@ -9,15 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
-func identity(name string, allowed *v1.AllowedNamespaces) *v1.TerraformClusterIdentity {
-	return &v1.TerraformClusterIdentity{
+func identity(name string, allowed *v1alpha1.AllowedNamespaces) *v1alpha1.TerraformClusterIdentity {
+	return &v1alpha1.TerraformClusterIdentity{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.TerraformClusterIdentitySpec{
-			SecretRef:         v1.SecretReference{Name: "creds", Namespace: "capt-system"},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{
+			SecretRef:         v1alpha1.SecretReference{Name: "creds", Namespace: "capt-system"},
 			AllowedNamespaces: allowed,
 		},
 	}
@@ -32,42 +32,42 @@ func TestIdentityValidation(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		allowed *v1.AllowedNamespaces
-		mutate  func(*v1.TerraformClusterIdentity)
+		allowed *v1alpha1.AllowedNamespaces
+		mutate  func(*v1alpha1.TerraformClusterIdentity)
 		// wantErr holds fragments of the refusal; empty means accepted.
 		wantErr []string
 	}{
 		{name: "A1/unset allowedNamespaces accepted"},
-		{name: "A1/empty object refused with a hint", allowed: &v1.AllowedNamespaces{},
+		{name: "A1/empty object refused with a hint", allowed: &v1alpha1.AllowedNamespaces{},
 			wantErr: []string{"allowedNamespaces must not be empty ({})", "write selector: {}"}},
-		{name: "A1/empty selector accepted", allowed: &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}},
-		{name: "A1/list accepted", allowed: &v1.AllowedNamespaces{List: []string{"team-a", "team-b"}}},
-		{name: "A1/list and selector accepted", allowed: &v1.AllowedNamespaces{List: []string{"a"}, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
-		{name: "A1/101 namespaces refused", allowed: &v1.AllowedNamespaces{List: hundredAndOne},
+		{name: "A1/empty selector accepted", allowed: &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}},
+		{name: "A1/list accepted", allowed: &v1alpha1.AllowedNamespaces{List: []string{"team-a", "team-b"}}},
+		{name: "A1/list and selector accepted", allowed: &v1alpha1.AllowedNamespaces{List: []string{"a"}, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "a"}}}},
+		{name: "A1/101 namespaces refused", allowed: &v1alpha1.AllowedNamespaces{List: hundredAndOne},
 			wantErr: []string{"spec.allowedNamespaces.list", "must have at most 100 items"}},
-		{name: "A1/duplicate namespace refused", allowed: &v1.AllowedNamespaces{List: []string{"a", "a"}},
+		{name: "A1/duplicate namespace refused", allowed: &v1alpha1.AllowedNamespaces{List: []string{"a", "a"}},
 			wantErr: []string{"spec.allowedNamespaces.list[1]", "Duplicate value"}},
-		{name: "A1/namespace that is not a DNS label refused", allowed: &v1.AllowedNamespaces{List: []string{"Team_A"}},
+		{name: "A1/namespace that is not a DNS label refused", allowed: &v1alpha1.AllowedNamespaces{List: []string{"Team_A"}},
 			wantErr: []string{"spec.allowedNamespaces.list[0]", "should match"}},
-		{name: "A1/In without values refused", allowed: &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{
+		{name: "A1/In without values refused", allowed: &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn}}}},
 			wantErr: []string{"In and NotIn need at least one value"}},
-		{name: "A1/Exists with values refused", allowed: &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{
+		{name: "A1/Exists with values refused", allowed: &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpExists, Values: []string{"a"}}}}},
 			wantErr: []string{"Exists and DoesNotExist take none"}},
-		{name: "A1/unknown operator refused", allowed: &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{
+		{name: "A1/unknown operator refused", allowed: &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Bogus"}}}},
 			wantErr: []string{"no other operator is valid"}},
-		{name: "A1/valid expressions accepted", allowed: &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{
+		{name: "A1/valid expressions accepted", allowed: &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"x"}},
 				{Key: "env", Operator: metav1.LabelSelectorOpDoesNotExist},
 			}}}},
-		{name: "secretRef name must be a DNS subdomain", mutate: func(i *v1.TerraformClusterIdentity) { i.Spec.SecretRef.Name = "Bad Name" },
+		{name: "secretRef name must be a DNS subdomain", mutate: func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.SecretRef.Name = "Bad Name" },
 			wantErr: []string{"spec.secretRef.name"}},
-		{name: "secretRef namespace must be a DNS label", mutate: func(i *v1.TerraformClusterIdentity) { i.Spec.SecretRef.Namespace = "a.b" },
+		{name: "secretRef namespace must be a DNS label", mutate: func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.SecretRef.Namespace = "a.b" },
 			wantErr: []string{"spec.secretRef.namespace"}},
-		{name: "secretRef name is required", mutate: func(i *v1.TerraformClusterIdentity) { i.Spec.SecretRef.Name = "" },
+		{name: "secretRef name is required", mutate: func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.SecretRef.Name = "" },
 			wantErr: []string{"spec.secretRef.name"}},
 	}
 	for _, tc := range cases {
@@ -111,22 +111,22 @@ func TestIdentityEmptyAllowedNamespacesRefusedOnUpdate(t *testing.T) {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
 	ids := e.Captf.InfrastructureV1alpha1().TerraformClusterIdentities()
-	created, err := ids.Create(ctx, identity(framework.Name("id"), &v1.AllowedNamespaces{List: []string{"a"}}), metav1.CreateOptions{})
+	created, err := ids.Create(ctx, identity(framework.Name("id"), &v1alpha1.AllowedNamespaces{List: []string{"a"}}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ids.Delete(ctx, created.Name, metav1.DeleteOptions{}) })
-	created.Spec.AllowedNamespaces = &v1.AllowedNamespaces{}
+	created.Spec.AllowedNamespaces = &v1alpha1.AllowedNamespaces{}
 	_, err = ids.Update(ctx, created, metav1.UpdateOptions{})
 	framework.RequireInvalid(t, err, "write selector: {}")
 }
 
-func cluster(ns, name string, identityRef *v1.IdentityReference) *v1.TerraformCluster {
-	return &v1.TerraformCluster{
+func cluster(ns, name string, identityRef *v1alpha1.IdentityReference) *v1alpha1.TerraformCluster {
+	return &v1alpha1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.TerraformClusterSpec{
+		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: identityRef,
-			Source:      v1.SourceSpec{Image: "example.com/module:1"},
+			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},
 		},
 	}
 }
@@ -142,11 +142,11 @@ func TestClusterIdentityRefRequired(t *testing.T) {
 	framework.RequireInvalid(t, err, "spec.identityRef is required", "spec.defaults.identityRef applies to machines and pools only")
 
 	onlyDefaults := cluster(ns, "only-defaults", nil)
-	onlyDefaults.Spec.Defaults = &v1.ClusterDefaults{IdentityRef: &v1.IdentityReference{Name: "x"}}
+	onlyDefaults.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: &v1alpha1.IdentityReference{Name: "x"}}
 	_, err = clusters.Create(ctx, onlyDefaults, metav1.CreateOptions{})
 	framework.RequireInvalid(t, err, "spec.identityRef is required")
 
-	ok, err := clusters.Create(ctx, cluster(ns, "with-ref", &v1.IdentityReference{Name: "x"}), metav1.CreateOptions{})
+	ok, err := clusters.Create(ctx, cluster(ns, "with-ref", &v1alpha1.IdentityReference{Name: "x"}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("a cluster with spec.identityRef must be accepted: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestClusterIdentityRefRequired(t *testing.T) {
 	_, err = clusters.Update(ctx, ok, metav1.UpdateOptions{})
 	framework.RequireInvalid(t, err, "spec.identityRef is required")
 
-	bad := cluster(ns, "bad-ref", &v1.IdentityReference{Name: "Not_A_Name"})
+	bad := cluster(ns, "bad-ref", &v1alpha1.IdentityReference{Name: "Not_A_Name"})
 	_, err = clusters.Create(ctx, bad, metav1.CreateOptions{})
 	framework.RequireInvalid(t, err, "spec.identityRef.name")
 }
@@ -170,10 +170,10 @@ func TestMachineIdentityRefImmutable(t *testing.T) {
 	ctx := framework.Context(t)
 	ns := e.CreateNamespace(t, "a7", nil)
 	machines := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns)
-	newMachine := func(name string, ref *v1.IdentityReference) *v1.TerraformMachine {
-		m, err := machines.Create(ctx, &v1.TerraformMachine{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelClusterName: "c"}},
-			Spec:       v1.TerraformMachineSpec{IdentityRef: ref, Source: v1.SourceSpec{Image: "example.com/m:1"}},
+	newMachine := func(name string, ref *v1alpha1.IdentityReference) *v1alpha1.TerraformMachine {
+		m, err := machines.Create(ctx, &v1alpha1.TerraformMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1alpha1.LabelClusterName: "c"}},
+			Spec:       v1alpha1.TerraformMachineSpec{IdentityRef: ref, Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("creating machine %s: %v", name, err)
@@ -183,11 +183,11 @@ func TestMachineIdentityRefImmutable(t *testing.T) {
 	const msg = "spec.identityRef is immutable"
 
 	unset := newMachine("unset", nil)
-	unset.Spec.IdentityRef = &v1.IdentityReference{Name: "a"}
+	unset.Spec.IdentityRef = &v1alpha1.IdentityReference{Name: "a"}
 	_, err := machines.Update(ctx, unset, metav1.UpdateOptions{})
 	framework.RequireInvalid(t, err, msg, "from unset to set")
 
-	set := newMachine("set", &v1.IdentityReference{Name: "a"})
+	set := newMachine("set", &v1alpha1.IdentityReference{Name: "a"})
 	changed := set.DeepCopy()
 	changed.Spec.IdentityRef.Name = "b"
 	_, err = machines.Update(ctx, changed, metav1.UpdateOptions{})
@@ -218,14 +218,14 @@ func TestMachinePoolIdentityRefMutable(t *testing.T) {
 	ctx := framework.Context(t)
 	ns := e.CreateNamespace(t, "a8", nil)
 	pools := e.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns)
-	p, err := pools.Create(ctx, &v1.TerraformMachinePool{
+	p, err := pools.Create(ctx, &v1alpha1.TerraformMachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec:       v1.TerraformMachinePoolSpec{Source: v1.SourceSpec{Image: "example.com/m:1"}},
+		Spec:       v1alpha1.TerraformMachinePoolSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ref := range []*v1.IdentityReference{{Name: "a"}, {Name: "b"}, nil} {
+	for _, ref := range []*v1alpha1.IdentityReference{{Name: "a"}, {Name: "b"}, nil} {
 		p.Spec.IdentityRef = ref
 		if p, err = pools.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("setting a pool's identityRef to %v must be accepted: %v", ref, err)
@@ -252,13 +252,13 @@ func TestReservedJobEnv(t *testing.T) {
 	} {
 		env := []corev1.EnvVar{{Name: "OK", Value: "1"}, {Name: tc.env, Value: "x"}}
 		name := strings.ToLower(strings.ReplaceAll(tc.env, "_", "-"))
-		c := cluster(ns, name, &v1.IdentityReference{Name: "x"})
+		c := cluster(ns, name, &v1alpha1.IdentityReference{Name: "x"})
 		c.Spec.Jobs.Env = env
 		_, errC := e.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
-		_, errM := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(ctx, &v1.TerraformMachine{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.TerraformMachineSpec{Jobs: v1.JobsSpec{Env: env}}}, metav1.CreateOptions{})
-		_, errP := e.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns).Create(ctx, &v1.TerraformMachinePool{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.TerraformMachinePoolSpec{Jobs: v1.JobsSpec{Env: env}}}, metav1.CreateOptions{})
+		_, errM := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(ctx, &v1alpha1.TerraformMachine{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TerraformMachineSpec{Jobs: v1alpha1.JobsSpec{Env: env}}}, metav1.CreateOptions{})
+		_, errP := e.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns).Create(ctx, &v1alpha1.TerraformMachinePool{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.TerraformMachinePoolSpec{Jobs: v1alpha1.JobsSpec{Env: env}}}, metav1.CreateOptions{})
 		for kind, err := range map[string]error{"cluster": errC, "machine": errM, "pool": errP} {
 			t.Run(tc.env+"/"+kind, func(t *testing.T) {
 				if tc.refused {
@@ -278,14 +278,14 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 	ns := e.CreateNamespace(t, "j4", nil)
 	clusters := e.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
 
-	c, err := clusters.Create(ctx, cluster(ns, "default", &v1.IdentityReference{Name: "x"}), metav1.CreateOptions{})
+	c, err := clusters.Create(ctx, cluster(ns, "default", &v1alpha1.IdentityReference{Name: "x"}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := c.Spec.Jobs.ActiveDeadlineSeconds; got == nil || *got != 3600 {
 		t.Fatalf("activeDeadlineSeconds default: want 3600, got %v", got)
 	}
-	m, err := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(ctx, &v1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m"}}, metav1.CreateOptions{})
+	m, err := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(ctx, &v1alpha1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,13 +293,13 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		t.Fatalf("machine activeDeadlineSeconds default: want 3600, got %v", got)
 	}
 	for _, v := range []int64{0, -1, 86401} {
-		bad := cluster(ns, fmt.Sprintf("bad-%d", v+10), &v1.IdentityReference{Name: "x"})
+		bad := cluster(ns, fmt.Sprintf("bad-%d", v+10), &v1alpha1.IdentityReference{Name: "x"})
 		bad.Spec.Jobs.ActiveDeadlineSeconds = ptr.To(v)
 		_, err := clusters.Create(ctx, bad, metav1.CreateOptions{})
 		framework.RequireInvalid(t, err, "spec.jobs.activeDeadlineSeconds")
 	}
 	for _, v := range []int64{1, 86400} {
-		good := cluster(ns, fmt.Sprintf("good-%d", v), &v1.IdentityReference{Name: "x"})
+		good := cluster(ns, fmt.Sprintf("good-%d", v), &v1alpha1.IdentityReference{Name: "x"})
 		good.Spec.Jobs.ActiveDeadlineSeconds = ptr.To(v)
 		if _, err := clusters.Create(ctx, good, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("activeDeadlineSeconds=%d must be accepted: %v", v, err)

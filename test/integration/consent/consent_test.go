@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -20,29 +20,29 @@ func TestConsentAddedWithdrawnReadded(t *testing.T) {
 	id := f.Identity(ref, framework.List(ns))
 	c := f.Cluster(ns, "demo", id)
 
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNotOptedIn)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNotOptedIn)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
 	if f.Mirror(ns, id) != nil {
 		t.Fatal("C1: no mirror without consent")
 	}
 	noJobs(f, ns)
 
 	// The owner consents for this identity.
-	setConsent(f, ref, map[string]string{v1.LabelCredential: "true"}, map[string]string{v1.AnnotationCredentialIdentities: "other, " + id})
+	setConsent(f, ref, map[string]string{v1alpha1.LabelCredential: "true"}, map[string]string{v1alpha1.AnnotationCredentialIdentities: "other, " + id})
 	f.WaitMirror(ns, id, "created after consent", func(*corev1.Secret) bool { return true })
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 
 	// Withdrawn (the annotation no longer names it): like a revocation.
-	setConsent(f, ref, map[string]string{v1.LabelCredential: "true"}, map[string]string{v1.AnnotationCredentialIdentities: "other"})
+	setConsent(f, ref, map[string]string{v1alpha1.LabelCredential: "true"}, map[string]string{v1alpha1.AnnotationCredentialIdentities: "other"})
 	f.WaitNoMirror(ns, id)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNotOptedIn)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
 	f.WaitIdentityNamespaces(id, nil)
 
 	// Re-added with "*".
-	setConsent(f, ref, map[string]string{v1.LabelCredential: "true"}, map[string]string{v1.AnnotationCredentialIdentities: "*"})
+	setConsent(f, ref, map[string]string{v1alpha1.LabelCredential: "true"}, map[string]string{v1alpha1.AnnotationCredentialIdentities: "*"})
 	f.WaitMirror(ns, id, "re-created", func(*corev1.Secret) bool { return true })
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
 }
 
 // TestRefusedSources covers C2: a mirror and a service-account token are
@@ -56,17 +56,17 @@ func TestRefusedSources(t *testing.T) {
 	mirror := f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
 
 	// An identity pointed at that mirror, consent labels copied onto it.
-	setConsent(f, v1.SecretReference{Namespace: ns, Name: mirror.Name},
-		map[string]string{v1.LabelMirrored: "true", v1.LabelManaged: "true", v1.LabelCredential: "true"},
-		map[string]string{v1.AnnotationIdentity: id, v1.AnnotationSourceHash: mirror.Annotations[v1.AnnotationSourceHash], v1.AnnotationCredentialIdentities: "*"})
+	setConsent(f, v1alpha1.SecretReference{Namespace: ns, Name: mirror.Name},
+		map[string]string{v1alpha1.LabelMirrored: "true", v1alpha1.LabelManaged: "true", v1alpha1.LabelCredential: "true"},
+		map[string]string{v1alpha1.AnnotationIdentity: id, v1alpha1.AnnotationSourceHash: mirror.Annotations[v1alpha1.AnnotationSourceHash], v1alpha1.AnnotationCredentialIdentities: "*"})
 	other := f.Env.CreateNamespace(t, "other", nil)
-	laundered := f.Identity(v1.SecretReference{Namespace: ns, Name: mirror.Name}, framework.List(other))
-	cond := f.WaitCondition("identity", f.IdentityConds(laundered), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSourceRefused)
+	laundered := f.Identity(v1alpha1.SecretReference{Namespace: ns, Name: mirror.Name}, framework.List(other))
+	cond := f.WaitCondition("identity", f.IdentityConds(laundered), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
 	if !strings.Contains(cond.Message, "captf mirror") || !strings.Contains(cond.Message, "point spec.secretRef at the Secret it mirrors") {
 		t.Errorf("C2: the message must say why and what to do: %q", cond.Message)
 	}
 	f.Cluster(other, "demo", laundered)
-	f.WaitCondition("cluster", f.ClusterConds(other, "demo"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonSourceRefused)
+	f.WaitCondition("cluster", f.ClusterConds(other, "demo"), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
 	if f.Mirror(other, laundered) != nil {
 		t.Fatal("C2: a mirror must never be mirrored on")
 	}
@@ -74,14 +74,14 @@ func TestRefusedSources(t *testing.T) {
 	// A service-account token.
 	credNS := f.Env.CreateNamespace(t, "sa", nil)
 	tok := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: credNS, Name: "token",
-		Labels:      map[string]string{v1.LabelCredential: "true"},
-		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default", v1.AnnotationCredentialIdentities: "*"}},
+		Labels:      map[string]string{v1alpha1.LabelCredential: "true"},
+		Annotations: map[string]string{corev1.ServiceAccountNameKey: "default", v1alpha1.AnnotationCredentialIdentities: "*"}},
 		Type: corev1.SecretTypeServiceAccountToken}
 	if _, err := f.Env.Kube.CoreV1().Secrets(credNS).Create(f.Ctx, tok, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	saID := f.Identity(v1.SecretReference{Namespace: credNS, Name: "token"}, framework.List(other))
-	cond = f.WaitCondition("identity", f.IdentityConds(saID), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSourceRefused)
+	saID := f.Identity(v1alpha1.SecretReference{Namespace: credNS, Name: "token"}, framework.List(other))
+	cond = f.WaitCondition("identity", f.IdentityConds(saID), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
 	if !strings.Contains(cond.Message, "service-account token") {
 		t.Errorf("C2: %q", cond.Message)
 	}
@@ -97,18 +97,18 @@ func TestRequiredKeyBlocksApply(t *testing.T) {
 	id := framework.Name("id")
 	identityWithKeys(f, id, ref, framework.List(ns), []string{"AWS_REGION", "AWS_ACCESS_KEY_ID"})
 	c := f.Cluster(ns, "demo", id)
-	cond := f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCredentialsIncomplete)
+	cond := f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCredentialsIncomplete)
 	if !strings.Contains(cond.Message, "AWS_REGION") || strings.Contains(cond.Message, "AWS_ACCESS_KEY_ID") {
 		t.Errorf("C3: the message names exactly the missing key: %q", cond.Message)
 	}
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonCredentialsIncomplete)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonCredentialsIncomplete)
 	time.Sleep(2 * syncPeriod)
 	noJobs(f, ns)
 
 	data["AWS_REGION"] = "" // an empty value counts as present
 	f.SetSource(ref, data)
-	f.WaitJob(ns, v1.JobActionApply)
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+	f.WaitJob(ns, v1alpha1.JobActionApply)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
 }
 
 // TestHygieneReport covers C4: keys are named by category, never a value,
@@ -122,7 +122,7 @@ func TestHygieneReport(t *testing.T) {
 		"GOOD":          "fine",
 	})
 	id := f.Identity(ref, nil)
-	cond := f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionCredentialsValid, metav1.ConditionFalse, v1.ReasonKeysNeedAttention)
+	cond := f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionCredentialsValid, metav1.ConditionFalse, v1alpha1.ReasonKeysNeedAttention)
 	for _, k := range []string{"API_KEY", "TF_VAR_region", "a.b"} {
 		if !strings.Contains(cond.Message, k) {
 			t.Errorf("C4: %q not named in %q", k, cond.Message)
@@ -132,10 +132,10 @@ func TestHygieneReport(t *testing.T) {
 		t.Errorf("C4: a clean key is named: %q", cond.Message)
 	}
 	f.WaitFor("KeysNeedAttention event", func() (bool, string) {
-		ev, err := f.Env.Kube.CoreV1().Events("").List(f.Ctx, metav1.ListOptions{FieldSelector: "reason=" + v1.EventKeysNeedAttention + ",involvedObject.name=" + id})
+		ev, err := f.Env.Kube.CoreV1().Events("").List(f.Ctx, metav1.ListOptions{FieldSelector: "reason=" + v1alpha1.EventKeysNeedAttention + ",involvedObject.name=" + id})
 		return err == nil && len(ev.Items) == 1, "no event yet"
 	})
 	// Fixing the values clears it.
 	f.SetSource(ref, map[string]string{"API_KEY": "trimmed", "GOOD": "fine"})
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionCredentialsValid, metav1.ConditionTrue, v1.ReasonKeysValid)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionCredentialsValid, metav1.ConditionTrue, v1alpha1.ReasonKeysValid)
 }

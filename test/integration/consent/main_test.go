@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -31,15 +31,15 @@ func setup(t *testing.T) *framework.Fixture {
 }
 
 // consentedSource creates a source Secret whose owner consents to ids.
-func consentedSource(f *framework.Fixture, ids string, data map[string]string) v1.SecretReference {
+func consentedSource(f *framework.Fixture, ids string, data map[string]string) v1alpha1.SecretReference {
 	f.T.Helper()
 	ref := f.Source(data)
-	setConsent(f, ref, map[string]string{v1.LabelCredential: "true"}, map[string]string{v1.AnnotationCredentialIdentities: ids})
+	setConsent(f, ref, map[string]string{v1alpha1.LabelCredential: "true"}, map[string]string{v1alpha1.AnnotationCredentialIdentities: ids})
 	return ref
 }
 
 // setConsent replaces the source's labels and annotations.
-func setConsent(f *framework.Fixture, ref v1.SecretReference, labels, annotations map[string]string) {
+func setConsent(f *framework.Fixture, ref v1alpha1.SecretReference, labels, annotations map[string]string) {
 	f.T.Helper()
 	secrets := f.Env.Kube.CoreV1().Secrets(ref.Namespace)
 	s, err := secrets.Get(f.Ctx, ref.Name, metav1.GetOptions{})
@@ -53,10 +53,10 @@ func setConsent(f *framework.Fixture, ref v1.SecretReference, labels, annotation
 }
 
 // identityWithKeys creates an identity with spec.requiredKeys.
-func identityWithKeys(f *framework.Fixture, name string, ref v1.SecretReference, allowed *v1.AllowedNamespaces, required []string) {
+func identityWithKeys(f *framework.Fixture, name string, ref v1alpha1.SecretReference, allowed *v1alpha1.AllowedNamespaces, required []string) {
 	f.T.Helper()
-	id := &v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed, RequiredKeys: required}}
+	id := &v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed, RequiredKeys: required}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(f.Ctx, id, metav1.CreateOptions{}); err != nil {
 		f.T.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func identityWithKeys(f *framework.Fixture, name string, ref v1.SecretReference,
 
 func noJobs(f *framework.Fixture, ns string) {
 	f.T.Helper()
-	if j := f.Jobs(ns, v1.JobActionApply); len(j) != 0 {
+	if j := f.Jobs(ns, v1alpha1.JobActionApply); len(j) != 0 {
 		f.T.Fatalf("no Job may start, found %d", len(j))
 	}
 }

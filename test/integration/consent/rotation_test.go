@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -25,24 +25,24 @@ func TestRotationComplete(t *testing.T) {
 	ref := consentedSource(f, "*", data)
 	id := f.Identity(ref, framework.List(ns))
 	f.Cluster(ns, "demo", id)
-	job := f.WaitJob(ns, v1.JobActionApply)
-	if got := job.Annotations[v1.AnnotationSourceHash]; got != framework.HashOf(data) {
+	job := f.WaitJob(ns, v1alpha1.JobActionApply)
+	if got := job.Annotations[v1alpha1.AnnotationSourceHash]; got != framework.HashOf(data) {
 		t.Fatalf("C5: the Job records hash %q, want the mirror's %q", got, framework.HashOf(data))
 	}
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionRotationComplete, metav1.ConditionTrue, v1.ReasonRotationComplete)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
 
 	rotated := framework.DefaultData(secretValue + "-rotated")
 	f.SetSource(ref, rotated)
 	f.WaitMirror(ns, id, "rotated", func(m *corev1.Secret) bool {
-		return m.Annotations[v1.AnnotationSourceHash] == framework.HashOf(rotated)
+		return m.Annotations[v1alpha1.AnnotationSourceHash] == framework.HashOf(rotated)
 	})
-	cond := f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionRotationComplete, metav1.ConditionFalse, v1.ReasonJobsOnPreviousCredentials)
+	cond := f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionRotationComplete, metav1.ConditionFalse, v1alpha1.ReasonJobsOnPreviousCredentials)
 	if want := ns + "/" + job.Name; !strings.Contains(cond.Message, want) {
 		t.Errorf("C5: the message names the Job: %q", cond.Message)
 	}
 	// It stays False while the Job runs.
 	time.Sleep(2 * syncPeriod)
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionRotationComplete, metav1.ConditionFalse, v1.ReasonJobsOnPreviousCredentials)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionRotationComplete, metav1.ConditionFalse, v1alpha1.ReasonJobsOnPreviousCredentials)
 	i, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(f.Ctx, id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestRotationComplete(t *testing.T) {
 	if err := f.Env.FinishJob(f.Ctx, ns, job.Name, ""); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionRotationComplete, metav1.ConditionTrue, v1.ReasonRotationComplete)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
 }
 
 // TestReapplyOnRotation covers C6: an object that opts in gets exactly one
@@ -64,22 +64,22 @@ func TestReapplyOnRotation(t *testing.T) {
 	data := framework.DefaultData(secretValue)
 	ref := consentedSource(f, "*", data)
 	id := f.Identity(ref, framework.List(ns))
-	c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
-		Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: id}, Source: v1.SourceSpec{Image: "example.com/module:1"},
-			Jobs: v1.JobsSpec{ReapplyOnRotation: true}}}
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"},
+			Jobs: v1alpha1.JobsSpec{ReapplyOnRotation: true}}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	first := f.WaitJob(ns, v1.JobActionApply)
+	first := f.WaitJob(ns, v1alpha1.JobActionApply)
 
 	// Rotated while the first apply runs: nothing new until it ends.
 	rotated := framework.DefaultData(secretValue + "-r1")
 	f.SetSource(ref, rotated)
 	f.WaitMirror(ns, id, "rotated", func(m *corev1.Secret) bool {
-		return m.Annotations[v1.AnnotationSourceHash] == framework.HashOf(rotated)
+		return m.Annotations[v1alpha1.AnnotationSourceHash] == framework.HashOf(rotated)
 	})
 	time.Sleep(2 * syncPeriod)
-	if n := len(f.Jobs(ns, v1.JobActionApply)); n != 1 {
+	if n := len(f.Jobs(ns, v1alpha1.JobActionApply)); n != 1 {
 		t.Fatalf("C6: no re-apply while a Job runs, found %d apply Jobs", n)
 	}
 	if err := f.Env.FinishJob(f.Ctx, ns, first.Name, ""); err != nil {
@@ -87,7 +87,7 @@ func TestReapplyOnRotation(t *testing.T) {
 	}
 	var second batchv1.Job
 	f.WaitFor("the re-apply Job", func() (bool, string) {
-		js := f.Jobs(ns, v1.JobActionApply)
+		js := f.Jobs(ns, v1alpha1.JobActionApply)
 		for _, j := range js {
 			if j.Name != first.Name {
 				second = j
@@ -95,7 +95,7 @@ func TestReapplyOnRotation(t *testing.T) {
 		}
 		return len(js) == 2, fmt.Sprintf("%d apply Jobs", len(js))
 	})
-	if second.Annotations[v1.AnnotationSourceHash] != framework.HashOf(rotated) {
+	if second.Annotations[v1alpha1.AnnotationSourceHash] != framework.HashOf(rotated) {
 		t.Errorf("C6: the re-apply Job must start with the new hash")
 	}
 	if err := f.Env.FinishJob(f.Ctx, ns, second.Name, ""); err != nil {
@@ -103,7 +103,7 @@ func TestReapplyOnRotation(t *testing.T) {
 	}
 	// Exactly one per rotation: nothing more over several sync periods.
 	time.Sleep(3 * syncPeriod)
-	if n := len(f.Jobs(ns, v1.JobActionApply)); n != 2 {
+	if n := len(f.Jobs(ns, v1alpha1.JobActionApply)); n != 2 {
 		t.Fatalf("C6: want exactly 2 apply Jobs, found %d", n)
 	}
 }

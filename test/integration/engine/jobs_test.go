@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -22,10 +22,10 @@ func TestApplyJob(t *testing.T) {
 	ns := f.Env.CreateNamespace(t, "tenant", nil)
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	c := f.Cluster(ns, "demo", id)
-	j := f.WaitJob(ns, v1.JobActionApply)
+	j := f.WaitJob(ns, v1alpha1.JobActionApply)
 
 	// J1: label, controller owner, deterministic name of at most 63.
-	if j.Labels[v1.LabelManaged] != "true" || len(j.Name) > 63 || j.Annotations[v1.AnnotationJobGeneration] != "1" {
+	if j.Labels[v1alpha1.LabelManaged] != "true" || len(j.Name) > 63 || j.Annotations[v1alpha1.AnnotationJobGeneration] != "1" {
 		t.Errorf("J1: name %q labels %v annotations %v", j.Name, j.Labels, j.Annotations)
 	}
 	ctrl := metav1.GetControllerOf(&j)
@@ -74,16 +74,16 @@ func TestApplyJob(t *testing.T) {
 		t.Errorf("J5: main container image %q command %v", main.Image, main.Command)
 	}
 	if cl := f.GetCluster(ns, c.Name); !framework.HasFinalizer(cl.Finalizers) {
-		t.Errorf("the finalizer %s must be set once an apply Job exists: %v", v1.FinalizerDestroy, cl.Finalizers)
+		t.Errorf("the finalizer %s must be set once an apply Job exists: %v", v1alpha1.FinalizerDestroy, cl.Finalizers)
 	}
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 
 	// J7: the outcome, set as the Job controller would.
 	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonReady)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 
 	// A new generation gets a new apply Job; its failure is reported.
 	cl := f.GetCluster(ns, c.Name)
@@ -93,8 +93,8 @@ func TestApplyJob(t *testing.T) {
 	}
 	var second batchv1.Job
 	f.WaitFor("second apply Job", func() (bool, string) {
-		for _, x := range f.Jobs(ns, v1.JobActionApply) {
-			if x.Annotations[v1.AnnotationJobGeneration] == "2" {
+		for _, x := range f.Jobs(ns, v1alpha1.JobActionApply) {
+			if x.Annotations[v1alpha1.AnnotationJobGeneration] == "2" {
 				second = x
 				return true, ""
 			}
@@ -104,8 +104,8 @@ func TestApplyJob(t *testing.T) {
 	if err := f.Env.FinishJob(f.Ctx, ns, second.Name, "DeadlineExceeded"); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonJobDeadlineExceeded)
-	if n := len(f.Jobs(ns, v1.JobActionApply)); n != 2 {
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded)
+	if n := len(f.Jobs(ns, v1alpha1.JobActionApply)); n != 2 {
 		t.Errorf("J1: want exactly 2 apply Jobs, got %d", n)
 	}
 }
@@ -122,14 +122,14 @@ func TestDeletionFlow(t *testing.T) {
 	a := f.Cluster(ns, "a", id)
 	b := f.Cluster(ns, "b", id)
 	for _, name := range []string{a.Name, b.Name} {
-		f.WaitCondition("cluster "+name, f.ClusterConds(ns, name), v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+		f.WaitCondition("cluster "+name, f.ClusterConds(ns, name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 	}
-	for _, j := range f.Jobs(ns, v1.JobActionApply) {
+	for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
 		if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
+	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 
 	// Rotate just before deleting: M6 says the destroy gets current credentials.
 	rotated := map[string]string{"AWS_ACCESS_KEY_ID": "AKIAFORDESTROY", "AWS_SECRET_ACCESS_KEY": secretValue + "-d"}
@@ -140,7 +140,7 @@ func TestDeletionFlow(t *testing.T) {
 	var destroy batchv1.Job
 	f.WaitFor("destroy Job of a", func() (bool, string) {
 		n := 0
-		for _, j := range f.Jobs(ns, v1.JobActionDestroy) {
+		for _, j := range f.Jobs(ns, v1alpha1.JobActionDestroy) {
 			if metav1.GetControllerOf(&j).UID == a.UID {
 				destroy = j
 				n++
@@ -149,16 +149,16 @@ func TestDeletionFlow(t *testing.T) {
 		// J8: exactly one destroy Job per deletion.
 		return n == 1, fmt.Sprintf("%d destroy Jobs", n)
 	})
-	if m := f.Mirror(ns, id); m.Annotations[v1.AnnotationSourceHash] != framework.HashOf(rotated) {
+	if m := f.Mirror(ns, id); m.Annotations[v1alpha1.AnnotationSourceHash] != framework.HashOf(rotated) {
 		t.Errorf("M6/J8: the mirror must be current when the destroy Job is created")
 	}
-	if destroy.Annotations[v1.AnnotationSourceHash] != framework.HashOf(rotated) {
-		t.Errorf("the destroy Job must start with the current hash, got %q", destroy.Annotations[v1.AnnotationSourceHash])
+	if destroy.Annotations[v1alpha1.AnnotationSourceHash] != framework.HashOf(rotated) {
+		t.Errorf("the destroy Job must start with the current hash, got %q", destroy.Annotations[v1alpha1.AnnotationSourceHash])
 	}
 	if got := strings.Join(destroy.Spec.Template.Spec.Containers[0].Command, " "); got != "/opt/captf/bin/captf runner destroy" {
 		t.Errorf("J5: destroy command %q", got)
 	}
-	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 	if err := f.Env.FinishJob(f.Ctx, ns, destroy.Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestDeletionFlow(t *testing.T) {
 	}
 	var destroyB batchv1.Job
 	f.WaitFor("destroy Job of b", func() (bool, string) {
-		for _, j := range f.Jobs(ns, v1.JobActionDestroy) {
+		for _, j := range f.Jobs(ns, v1alpha1.JobActionDestroy) {
 			if metav1.GetControllerOf(&j).UID == b.UID {
 				destroyB = j
 				return true, ""
@@ -208,29 +208,29 @@ func TestDestroyWaitsForIdentity(t *testing.T) {
 	a := f.Cluster(ns, "a", id)
 	b := f.Cluster(ns, "b", id)
 	for _, name := range []string{a.Name, b.Name} {
-		f.WaitCondition("cluster "+name, f.ClusterConds(ns, name), v1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1.ReasonJobRunning)
+		f.WaitCondition("cluster "+name, f.ClusterConds(ns, name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 	}
-	for _, j := range f.Jobs(ns, v1.JobActionApply) {
+	for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
 		if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
-	f.WaitCondition("cluster b", f.ClusterConds(ns, b.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1.ReasonApplySucceeded)
+	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
+	f.WaitCondition("cluster b", f.ClusterConds(ns, b.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 
-	f.EditIdentity(id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List("elsewhere") })
+	f.EditIdentity(id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List("elsewhere") })
 	f.WaitNoMirror(ns, id)
-	for _, c := range []*v1.TerraformCluster{a, b} {
+	for _, c := range []*v1alpha1.TerraformCluster{a, b} {
 		if err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Delete(f.Ctx, c.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cond := f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1.ReasonIdentityNotAllowed)
-	if !strings.Contains(cond.Message, v1.AnnotationAbandonInfrastructure) {
+	cond := f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
+	if !strings.Contains(cond.Message, v1alpha1.AnnotationAbandonInfrastructure) {
 		t.Errorf("V2: the message must say how to abandon: %q", cond.Message)
 	}
 	time.Sleep(2 * syncPeriod)
-	if n := len(f.Jobs(ns, v1.JobActionDestroy)); n != 0 {
+	if n := len(f.Jobs(ns, v1alpha1.JobActionDestroy)); n != 0 {
 		t.Fatalf("V2: no destroy Job while the identity does not allow the namespace, found %d", n)
 	}
 	if !framework.HasFinalizer(f.GetCluster(ns, a.Name).Finalizers) {
@@ -242,7 +242,7 @@ func TestDestroyWaitsForIdentity(t *testing.T) {
 	if cb.Annotations == nil {
 		cb.Annotations = map[string]string{}
 	}
-	cb.Annotations[v1.AnnotationAbandonInfrastructure] = string(cb.UID)
+	cb.Annotations[v1alpha1.AnnotationAbandonInfrastructure] = string(cb.UID)
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, cb, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,14 +250,14 @@ func TestDestroyWaitsForIdentity(t *testing.T) {
 		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Get(f.Ctx, b.Name, metav1.GetOptions{})
 		return err != nil, "still there"
 	})
-	ev, err := f.Env.Kube.CoreV1().Events(ns).List(f.Ctx, metav1.ListOptions{FieldSelector: "reason=" + v1.EventInfrastructureAbandoned})
+	ev, err := f.Env.Kube.CoreV1().Events(ns).List(f.Ctx, metav1.ListOptions{FieldSelector: "reason=" + v1alpha1.EventInfrastructureAbandoned})
 	if err != nil || len(ev.Items) == 0 {
 		t.Errorf("V2: want an InfrastructureAbandoned event, got %v %v", ev, err)
 	}
 
 	// Allow again: a's destroy proceeds.
-	f.EditIdentity(id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns) })
-	d := f.WaitJob(ns, v1.JobActionDestroy)
+	f.EditIdentity(id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns) })
+	d := f.WaitJob(ns, v1alpha1.JobActionDestroy)
 	if err := f.Env.FinishJob(f.Ctx, ns, d.Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -275,8 +275,8 @@ func TestNamespaceDeletion(t *testing.T) {
 	f := setup(t)
 	ns := f.Env.CreateNamespace(t, "doomed", nil)
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-image"},
-		Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: id}}}
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-image"},
+		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -22,8 +22,8 @@ func TestMirrorCreated(t *testing.T) {
 	id := f.Identity(f.Source(data), framework.List(ns))
 	c := f.Cluster(ns, "demo", id)
 
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	m := f.Mirror(ns, id)
 	if m == nil {
 		t.Fatal("no mirror")
@@ -31,10 +31,10 @@ func TestMirrorCreated(t *testing.T) {
 	if m.Name != "captf-creds-"+id || m.Type != corev1.SecretTypeOpaque {
 		t.Errorf("M1/M2: name %q type %q", m.Name, m.Type)
 	}
-	if m.Labels[v1.LabelMirrored] != "true" || m.Labels[v1.LabelManaged] != "true" || len(m.Labels) != 2 {
+	if m.Labels[v1alpha1.LabelMirrored] != "true" || m.Labels[v1alpha1.LabelManaged] != "true" || len(m.Labels) != 2 {
 		t.Errorf("M3 labels: %v", m.Labels)
 	}
-	if m.Annotations[v1.AnnotationIdentity] != id || m.Annotations[v1.AnnotationSourceHash] != framework.HashOf(data) {
+	if m.Annotations[v1alpha1.AnnotationIdentity] != id || m.Annotations[v1alpha1.AnnotationSourceHash] != framework.HashOf(data) {
 		t.Errorf("M3/M4 annotations: %v, want hash %s", m.Annotations, framework.HashOf(data))
 	}
 	for k, v := range data {
@@ -49,7 +49,7 @@ func TestMirrorCreated(t *testing.T) {
 		t.Fatalf("M5: want one owner reference, got %v", m.OwnerReferences)
 	}
 	ref := m.OwnerReferences[0]
-	if ref.Kind != "TerraformCluster" || ref.Name != c.Name || ref.UID != c.UID || ref.APIVersion != v1.SchemeGroupVersion.String() {
+	if ref.Kind != "TerraformCluster" || ref.Name != c.Name || ref.UID != c.UID || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
 		t.Errorf("M5: owner reference %+v", ref)
 	}
 	if ref.Controller != nil || ref.BlockOwnerDeletion != nil {
@@ -68,9 +68,9 @@ func TestSharedMirror(t *testing.T) {
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	a := f.Cluster(ns, "a", id)
 	// A machine without its own identityRef inherits the cluster's (I2).
-	mach, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{v1.LabelClusterName: "a"}},
-		Spec:       v1.TerraformMachineSpec{Source: v1.SourceSpec{Image: "example.com/m:1"}},
+	mach, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1alpha1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{v1alpha1.LabelClusterName: "a"}},
+		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestSharedMirror(t *testing.T) {
 	f.WaitMirror(ns, id, "both owners", func(m *corev1.Secret) bool {
 		return credentials.HasOwnerReference(m.OwnerReferences, a.UID) && credentials.HasOwnerReference(m.OwnerReferences, mach.UID) && len(m.OwnerReferences) == 2
 	})
-	secrets, err := f.Env.Kube.CoreV1().Secrets(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=true"})
+	secrets, err := f.Env.Kube.CoreV1().Secrets(ns).List(f.Ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestRotationAndNoWriteOnUnchangedPass(t *testing.T) {
 	id := f.Identity(ref, framework.List(ns))
 	c := f.Cluster(ns, "demo", id)
 	m := f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	// Let the creation's follow-up passes settle, then watch several sync
 	// periods go by: the mirror's resourceVersion must not move (M6).
 	framework.Eventually(t, settle, func() (bool, string) {
@@ -120,13 +120,13 @@ func TestRotationAndNoWriteOnUnchangedPass(t *testing.T) {
 	start := time.Now()
 	f.SetSource(ref, rotated)
 	m = f.WaitMirror(ns, id, "rotated", func(m *corev1.Secret) bool {
-		return m.Annotations[v1.AnnotationSourceHash] == framework.HashOf(rotated)
+		return m.Annotations[v1alpha1.AnnotationSourceHash] == framework.HashOf(rotated)
 	})
 	t.Logf("rotation reached the mirror after %s (sync period %s, identity resync %s)", time.Since(start).Round(time.Millisecond), syncPeriod, identityResync)
 	if string(m.Data["AWS_ACCESS_KEY_ID"]) != "AKIAROTATED" {
 		t.Fatalf("R1: mirror data not rotated")
 	}
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1alpha1.ReasonAllMirrorsCurrent)
 }
 
 // TestConflictWithForeignSecret checks M7: a Secret that is not a mirror is
@@ -143,11 +143,11 @@ func TestConflictWithForeignSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := f.Cluster(ns, "demo", id)
-	cond := f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1.ReasonMirrorFailed)
+	cond := f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1alpha1.ReasonMirrorFailed)
 	if !strings.Contains(cond.Message, ns+"/"+foreign.Name) {
 		t.Errorf("M7: message does not name the Secret: %q", cond.Message)
 	}
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionFalse, v1.ReasonMirrorsConflicted)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionMirrorsCurrent, metav1.ConditionFalse, v1alpha1.ReasonMirrorsConflicted)
 	time.Sleep(2 * syncPeriod)
 	got, err := f.Env.Kube.CoreV1().Secrets(ns).Get(f.Ctx, foreign.Name, metav1.GetOptions{})
 	if err != nil {
@@ -162,9 +162,9 @@ func TestConflictWithForeignSecret(t *testing.T) {
 	if err := f.Env.Kube.CoreV1().Secrets(ns).Delete(f.Ctx, foreign.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitMirror(ns, id, "created after the foreign Secret went", func(m *corev1.Secret) bool { return m.Labels[v1.LabelMirrored] == "true" })
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1.ReasonMirrored)
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1.ReasonAllMirrorsCurrent)
+	f.WaitMirror(ns, id, "created after the foreign Secret went", func(m *corev1.Secret) bool { return m.Labels[v1alpha1.LabelMirrored] == "true" })
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionMirrorsCurrent, metav1.ConditionTrue, v1alpha1.ReasonAllMirrorsCurrent)
 }
 
 // TestMirrorDeletedOutOfBandIsRecreated checks M8.
@@ -188,8 +188,8 @@ func TestIdentitySwitchReleasesOldMirror(t *testing.T) {
 	oldID := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	newID := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	pools := f.Env.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns)
-	p, err := pools.Create(f.Ctx, &v1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
-		Spec: v1.TerraformMachinePoolSpec{IdentityRef: &v1.IdentityReference{Name: oldID}, Source: v1.SourceSpec{Image: "example.com/m:1"}}}, metav1.CreateOptions{})
+	p, err := pools.Create(f.Ctx, &v1alpha1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: v1alpha1.TerraformMachinePoolSpec{IdentityRef: &v1alpha1.IdentityReference{Name: oldID}, Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestIdentitySwitchReleasesOldMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Spec.IdentityRef = &v1.IdentityReference{Name: newID}
+	p.Spec.IdentityRef = &v1alpha1.IdentityReference{Name: newID}
 	if _, err := pools.Update(f.Ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -211,16 +211,16 @@ func TestIdentityReadyFollowsSecret(t *testing.T) {
 	f := setup(t)
 	ref := f.Source(framework.DefaultData(secretValue))
 	id := f.Identity(ref, nil)
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
 	if err := f.Env.Kube.CoreV1().Secrets(ref.Namespace).Delete(f.Ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretNotFound)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 	if _, err := f.Env.Kube.CoreV1().Secrets(ref.Namespace).Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name},
 		StringData: framework.DefaultData(secretValue)}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition("identity", f.IdentityConds(id), v1.ConditionReady, metav1.ConditionTrue, v1.ReasonSecretFound)
+	f.WaitCondition("identity", f.IdentityConds(id), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
 }
 
 // TestUnresolvableIdentities checks I2: nothing to resolve, a missing
@@ -228,25 +228,25 @@ func TestIdentityReadyFollowsSecret(t *testing.T) {
 func TestUnresolvableIdentities(t *testing.T) {
 	f := setup(t)
 	ns := f.Env.CreateNamespace(t, "tenant", nil)
-	missingSecret := f.Identity(v1.SecretReference{Namespace: ns, Name: "absent"}, framework.List(ns))
+	missingSecret := f.Identity(v1alpha1.SecretReference{Namespace: ns, Name: "absent"}, framework.List(ns))
 	f.Cluster(ns, "no-identity", "does-not-exist")
 	f.Cluster(ns, "no-secret", missingSecret)
-	orphan, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{v1.LabelClusterName: "missing-cluster"}},
-		Spec:       v1.TerraformMachineSpec{Source: v1.SourceSpec{Image: "example.com/m:1"}, Jobs: v1.JobsSpec{ActiveDeadlineSeconds: ptr.To[int64](60)}},
+	orphan, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1alpha1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{v1alpha1.LabelClusterName: "missing-cluster"}},
+		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}, Jobs: v1alpha1.JobsSpec{ActiveDeadlineSeconds: ptr.To[int64](60)}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WaitCondition("cluster", f.ClusterConds(ns, "no-identity"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonIdentityNotFound)
-	f.WaitCondition("cluster", f.ClusterConds(ns, "no-secret"), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonSecretNotFound)
+	f.WaitCondition("cluster", f.ClusterConds(ns, "no-identity"), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotFound)
+	f.WaitCondition("cluster", f.ClusterConds(ns, "no-secret"), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 	f.WaitCondition("machine", func() ([]metav1.Condition, error) {
 		m, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Get(f.Ctx, orphan.Name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
 		return m.Status.Conditions, nil
-	}, v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonIdentityNotFound)
+	}, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotFound)
 	if j, _ := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{}); len(j.Items) != 0 {
 		t.Fatalf("I2: no Job may start, found %d", len(j.Items))
 	}
@@ -264,9 +264,9 @@ func TestSecretRefSwitch(t *testing.T) {
 
 	other := map[string]string{"GOOGLE_CREDENTIALS": secretValue + "-gcp"}
 	otherRef := f.Source(other)
-	f.EditIdentity(id, func(i *v1.TerraformClusterIdentity) { i.Spec.SecretRef = otherRef })
+	f.EditIdentity(id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.SecretRef = otherRef })
 	m := f.WaitMirror(ns, id, "from the new source", func(m *corev1.Secret) bool {
-		return m.Annotations[v1.AnnotationSourceHash] == framework.HashOf(other)
+		return m.Annotations[v1alpha1.AnnotationSourceHash] == framework.HashOf(other)
 	})
 	if _, ok := m.Data["AWS_ACCESS_KEY_ID"]; ok || len(m.Data) != 1 {
 		t.Fatalf("R4: the mirror must hold exactly the new source's data, has %d keys", len(m.Data))

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -21,15 +21,15 @@ func TestRevocationByList(t *testing.T) {
 	c := f.Cluster(ns, "demo", id)
 	f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
 
-	f.EditIdentity(id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(other) })
+	f.EditIdentity(id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(other) })
 	f.WaitNoMirror(ns, id)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1.ReasonMirrorPending)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
 	f.WaitIdentityNamespaces(id, nil)
 
-	f.EditIdentity(id, func(i *v1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns) })
+	f.EditIdentity(id, func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.AllowedNamespaces = framework.List(ns) })
 	f.WaitMirror(ns, id, "re-created", func(*corev1.Secret) bool { return true })
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionTrue, v1.ReasonIdentityAllowed)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
 	f.WaitIdentityNamespaces(id, []string{ns})
 }
 
@@ -37,7 +37,7 @@ func TestRevocationByList(t *testing.T) {
 func TestRevocationByNamespaceRelabel(t *testing.T) {
 	f := setup(t)
 	ns := f.Env.CreateNamespace(t, "tenant", map[string]string{"captf-test/team": "a"})
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"captf-test/team": "a"}}})
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"captf-test/team": "a"}}})
 	c := f.Cluster(ns, "demo", id)
 	f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })
 
@@ -50,14 +50,14 @@ func TestRevocationByNamespaceRelabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WaitNoMirror(ns, id)
-	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1.ConditionIdentityAllowed, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
 }
 
 // TestEverySelectorAllowsNewNamespaces checks N1 `selector: {}`: a namespace
 // created after the identity is allowed.
 func TestEverySelectorAllowsNewNamespaces(t *testing.T) {
 	f := setup(t)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), &v1.AllowedNamespaces{Selector: &metav1.LabelSelector{}})
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}})
 	ns := f.Env.CreateNamespace(t, "later", nil)
 	f.Cluster(ns, "demo", id)
 	f.WaitMirror(ns, id, "created", func(*corev1.Secret) bool { return true })

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
@@ -116,7 +116,7 @@ type JobRecord struct {
 	Owner      types.UID
 	OwnerKind  string
 	OwnerName  string
-	Action     v1.JobAction
+	Action     v1alpha1.JobAction
 	Generation string
 	Seen       time.Time
 }
@@ -144,7 +144,7 @@ func (e *Env) RecordJobs(t testing.TB, onAdd func(JobRecord)) *JobRecorder {
 	t.Helper()
 	r := &JobRecorder{jobs: map[types.UID]JobRecord{}, onAdd: onAdd}
 	factory := kubeinformers.NewSharedInformerFactoryWithOptions(e.Kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1.LabelManaged + "=" + v1.LabelTrue
+		o.LabelSelector = v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue
 	}))
 	inf := factory.Batch().V1().Jobs().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -180,7 +180,7 @@ func (r *JobRecorder) add(obj interface{}) {
 		return
 	}
 	rec := JobRecord{Namespace: j.Namespace, Name: j.Name, UID: j.UID,
-		Action: v1.JobAction(j.Annotations[v1.AnnotationJobAction]), Generation: j.Annotations[v1.AnnotationJobGeneration], Seen: time.Now()}
+		Action: v1alpha1.JobAction(j.Annotations[v1alpha1.AnnotationJobAction]), Generation: j.Annotations[v1alpha1.AnnotationJobGeneration], Seen: time.Now()}
 	if c := metav1.GetControllerOf(j); c != nil {
 		rec.Owner, rec.OwnerKind, rec.OwnerName = c.UID, c.Kind, c.Name
 	}
@@ -208,7 +208,7 @@ func (r *JobRecorder) Jobs(owners map[types.UID]bool) []JobRecord {
 }
 
 // Of returns the recorded Jobs of owner with action.
-func (r *JobRecorder) Of(owner types.UID, action v1.JobAction) []JobRecord {
+func (r *JobRecorder) Of(owner types.UID, action v1alpha1.JobAction) []JobRecord {
 	var out []JobRecord
 	for _, j := range r.Jobs(map[types.UID]bool{owner: true}) {
 		if j.Action == action {
@@ -230,7 +230,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 	strip := func(fs []string) ([]string, bool) {
 		var out []string
 		for _, f := range fs {
-			if f != v1.FinalizerDestroy {
+			if f != v1alpha1.FinalizerDestroy {
 				out = append(out, f)
 			}
 		}
@@ -256,7 +256,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 	}
 	background := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &background}
-	managed := metav1.ListOptions{LabelSelector: v1.LabelManaged + "=" + v1.LabelTrue}
+	managed := metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue}
 	for _, ns := range namespaces {
 		clusters, err := api.TerraformClusters(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -266,7 +266,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 			if err := release(func() (metav1.Object, error) {
 				return api.TerraformClusters(ns).Get(ctx, c.Name, metav1.GetOptions{})
 			}, func(o metav1.Object) error {
-				_, err := api.TerraformClusters(ns).Update(ctx, o.(*v1.TerraformCluster), metav1.UpdateOptions{})
+				_, err := api.TerraformClusters(ns).Update(ctx, o.(*v1alpha1.TerraformCluster), metav1.UpdateOptions{})
 				return err
 			}); err != nil {
 				return err
@@ -280,7 +280,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 			if err := release(func() (metav1.Object, error) {
 				return api.TerraformMachines(ns).Get(ctx, m.Name, metav1.GetOptions{})
 			}, func(o metav1.Object) error {
-				_, err := api.TerraformMachines(ns).Update(ctx, o.(*v1.TerraformMachine), metav1.UpdateOptions{})
+				_, err := api.TerraformMachines(ns).Update(ctx, o.(*v1alpha1.TerraformMachine), metav1.UpdateOptions{})
 				return err
 			}); err != nil {
 				return err
@@ -294,7 +294,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 			if err := release(func() (metav1.Object, error) {
 				return api.TerraformMachinePools(ns).Get(ctx, p.Name, metav1.GetOptions{})
 			}, func(o metav1.Object) error {
-				_, err := api.TerraformMachinePools(ns).Update(ctx, o.(*v1.TerraformMachinePool), metav1.UpdateOptions{})
+				_, err := api.TerraformMachinePools(ns).Update(ctx, o.(*v1alpha1.TerraformMachinePool), metav1.UpdateOptions{})
 				return err
 			}); err != nil {
 				return err
@@ -305,7 +305,7 @@ func (e *Env) DeleteWorkloads(ctx context.Context, namespaces []string) error {
 			api.TerraformMachines(ns).DeleteCollection(ctx, del, metav1.ListOptions{}),
 			api.TerraformMachinePools(ns).DeleteCollection(ctx, del, metav1.ListOptions{}),
 			e.Kube.BatchV1().Jobs(ns).DeleteCollection(ctx, del, managed),
-			e.Kube.CoreV1().Secrets(ns).DeleteCollection(ctx, del, metav1.ListOptions{LabelSelector: v1.LabelMirrored + "=" + v1.LabelTrue}),
+			e.Kube.CoreV1().Secrets(ns).DeleteCollection(ctx, del, metav1.ListOptions{LabelSelector: v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue}),
 		} {
 			if err != nil && !apierrors.IsNotFound(err) {
 				return err

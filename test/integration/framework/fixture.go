@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -36,14 +36,14 @@ func NewFixture(t *testing.T, o ManagerOptions) *Fixture {
 }
 
 // Source creates a credentials namespace and Secret; it returns the ref.
-func (f *Fixture) Source(data map[string]string) v1.SecretReference {
+func (f *Fixture) Source(data map[string]string) v1alpha1.SecretReference {
 	f.T.Helper()
 	ns := f.Env.CreateNamespace(f.T, "creds", nil)
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cloud"}, StringData: data}
 	if _, err := f.Env.Kube.CoreV1().Secrets(ns).Create(f.Ctx, s, metav1.CreateOptions{}); err != nil {
 		f.T.Fatal(err)
 	}
-	return v1.SecretReference{Namespace: ns, Name: "cloud"}
+	return v1alpha1.SecretReference{Namespace: ns, Name: "cloud"}
 }
 
 // DefaultData is source data whose secret key holds value.
@@ -52,11 +52,11 @@ func DefaultData(value string) map[string]string {
 }
 
 // Identity creates an identity; deleted when the test ends (mirrors first).
-func (f *Fixture) Identity(ref v1.SecretReference, allowed *v1.AllowedNamespaces) string {
+func (f *Fixture) Identity(ref v1alpha1.SecretReference, allowed *v1alpha1.AllowedNamespaces) string {
 	f.T.Helper()
 	name := Name("id")
-	id := &v1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed}}
+	id := &v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{SecretRef: ref, AllowedNamespaces: allowed}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(f.Ctx, id, metav1.CreateOptions{}); err != nil {
 		f.T.Fatal(err)
 	}
@@ -67,13 +67,13 @@ func (f *Fixture) Identity(ref v1.SecretReference, allowed *v1.AllowedNamespaces
 }
 
 // List allows exactly namespaces ns.
-func List(ns ...string) *v1.AllowedNamespaces { return &v1.AllowedNamespaces{List: ns} }
+func List(ns ...string) *v1alpha1.AllowedNamespaces { return &v1alpha1.AllowedNamespaces{List: ns} }
 
 // Cluster creates a TerraformCluster using identity.
-func (f *Fixture) Cluster(ns, name, identity string) *v1.TerraformCluster {
+func (f *Fixture) Cluster(ns, name, identity string) *v1alpha1.TerraformCluster {
 	f.T.Helper()
-	c := &v1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.TerraformClusterSpec{IdentityRef: &v1.IdentityReference{Name: identity}, Source: v1.SourceSpec{Image: "example.com/module:1"}}}
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"}}}
 	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{})
 	if err != nil {
 		f.T.Fatal(err)
@@ -81,7 +81,7 @@ func (f *Fixture) Cluster(ns, name, identity string) *v1.TerraformCluster {
 	return c
 }
 
-func (f *Fixture) GetCluster(ns, name string) *v1.TerraformCluster {
+func (f *Fixture) GetCluster(ns, name string) *v1alpha1.TerraformCluster {
 	f.T.Helper()
 	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Get(f.Ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -91,7 +91,7 @@ func (f *Fixture) GetCluster(ns, name string) *v1.TerraformCluster {
 }
 
 // WaitCondition polls get until condition t has status and reason.
-func (f *Fixture) WaitCondition(what string, get func() ([]metav1.Condition, error), t v1.ConditionType, status metav1.ConditionStatus, reason v1.ConditionReason) metav1.Condition {
+func (f *Fixture) WaitCondition(what string, get func() ([]metav1.Condition, error), t v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) metav1.Condition {
 	f.T.Helper()
 	var found metav1.Condition
 	Eventually(f.T, f.Settle, func() (bool, string) {
@@ -189,7 +189,7 @@ func HashOf(data map[string]string) string {
 }
 
 // SetSource replaces the source Secret's data (a rotation).
-func (f *Fixture) SetSource(ref v1.SecretReference, data map[string]string) {
+func (f *Fixture) SetSource(ref v1alpha1.SecretReference, data map[string]string) {
 	f.T.Helper()
 	s, err := f.Env.Kube.CoreV1().Secrets(ref.Namespace).Get(f.Ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
@@ -203,7 +203,7 @@ func (f *Fixture) SetSource(ref v1.SecretReference, data map[string]string) {
 }
 
 // EditIdentity updates an identity with edit.
-func (f *Fixture) EditIdentity(name string, edit func(*v1.TerraformClusterIdentity)) {
+func (f *Fixture) EditIdentity(name string, edit func(*v1alpha1.TerraformClusterIdentity)) {
 	f.T.Helper()
 	ids := f.Env.Captf.InfrastructureV1alpha1().TerraformClusterIdentities()
 	i, err := ids.Get(f.Ctx, name, metav1.GetOptions{})
@@ -250,7 +250,7 @@ func (f *Fixture) WaitFor(what string, cond func() (bool, string)) {
 }
 
 // Jobs lists the Jobs of namespace with action.
-func (f *Fixture) Jobs(ns string, action v1.JobAction) []batchv1.Job {
+func (f *Fixture) Jobs(ns string, action v1alpha1.JobAction) []batchv1.Job {
 	f.T.Helper()
 	l, err := f.Env.Kube.BatchV1().Jobs(ns).List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
@@ -258,7 +258,7 @@ func (f *Fixture) Jobs(ns string, action v1.JobAction) []batchv1.Job {
 	}
 	var out []batchv1.Job
 	for _, j := range l.Items {
-		if j.Annotations[v1.AnnotationJobAction] == string(action) {
+		if j.Annotations[v1alpha1.AnnotationJobAction] == string(action) {
 			out = append(out, j)
 		}
 	}
@@ -266,7 +266,7 @@ func (f *Fixture) Jobs(ns string, action v1.JobAction) []batchv1.Job {
 }
 
 // WaitJob waits for exactly one Job of action in ns.
-func (f *Fixture) WaitJob(ns string, action v1.JobAction) batchv1.Job {
+func (f *Fixture) WaitJob(ns string, action v1alpha1.JobAction) batchv1.Job {
 	f.T.Helper()
 	var j batchv1.Job
 	f.WaitFor(string(action)+" Job", func() (bool, string) {
@@ -283,7 +283,7 @@ func (f *Fixture) WaitJob(ns string, action v1.JobAction) batchv1.Job {
 // HasFinalizer reports whether fs holds captf.io/destroy.
 func HasFinalizer(fs []string) bool {
 	for _, x := range fs {
-		if x == v1.FinalizerDestroy {
+		if x == v1alpha1.FinalizerDestroy {
 			return true
 		}
 	}

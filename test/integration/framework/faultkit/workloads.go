@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
-	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 )
 
@@ -48,32 +48,32 @@ type State struct {
 // set.
 func CreateWorkload(ctx context.Context, c versioned.Interface, kind, ns, name, identity, image string, labels map[string]string) (Workload, error) {
 	om := metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}
-	var ref *v1.IdentityReference
+	var ref *v1alpha1.IdentityReference
 	if identity != "" {
-		ref = &v1.IdentityReference{Name: identity}
+		ref = &v1alpha1.IdentityReference{Name: identity}
 	}
 	api := c.InfrastructureV1alpha1()
 	var uid types.UID
 	var err error
 	switch kind {
 	case KindCluster:
-		var o *v1.TerraformCluster
-		o, err = api.TerraformClusters(ns).Create(ctx, &v1.TerraformCluster{ObjectMeta: om,
-			Spec: v1.TerraformClusterSpec{IdentityRef: ref, Source: v1.SourceSpec{Image: image}}}, metav1.CreateOptions{})
+		var o *v1alpha1.TerraformCluster
+		o, err = api.TerraformClusters(ns).Create(ctx, &v1alpha1.TerraformCluster{ObjectMeta: om,
+			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref, Source: v1alpha1.SourceSpec{Image: image}}}, metav1.CreateOptions{})
 		if err == nil {
 			uid = o.UID
 		}
 	case KindMachine:
-		var o *v1.TerraformMachine
-		o, err = api.TerraformMachines(ns).Create(ctx, &v1.TerraformMachine{ObjectMeta: om,
-			Spec: v1.TerraformMachineSpec{IdentityRef: ref, Source: v1.SourceSpec{Image: image}}}, metav1.CreateOptions{})
+		var o *v1alpha1.TerraformMachine
+		o, err = api.TerraformMachines(ns).Create(ctx, &v1alpha1.TerraformMachine{ObjectMeta: om,
+			Spec: v1alpha1.TerraformMachineSpec{IdentityRef: ref, Source: v1alpha1.SourceSpec{Image: image}}}, metav1.CreateOptions{})
 		if err == nil {
 			uid = o.UID
 		}
 	case KindPool:
-		var o *v1.TerraformMachinePool
-		o, err = api.TerraformMachinePools(ns).Create(ctx, &v1.TerraformMachinePool{ObjectMeta: om,
-			Spec: v1.TerraformMachinePoolSpec{IdentityRef: ref, Source: v1.SourceSpec{Image: image}}}, metav1.CreateOptions{})
+		var o *v1alpha1.TerraformMachinePool
+		o, err = api.TerraformMachinePools(ns).Create(ctx, &v1alpha1.TerraformMachinePool{ObjectMeta: om,
+			Spec: v1alpha1.TerraformMachinePoolSpec{IdentityRef: ref, Source: v1alpha1.SourceSpec{Image: image}}}, metav1.CreateOptions{})
 		if err == nil {
 			uid = o.UID
 		}
@@ -86,7 +86,7 @@ func CreateWorkload(ctx context.Context, c versioned.Interface, kind, ns, name, 
 	return Workload{Kind: kind, Namespace: ns, Name: name, UID: uid}, nil
 }
 
-func refName(r *v1.IdentityReference) string {
+func refName(r *v1alpha1.IdentityReference) string {
 	if r == nil {
 		return ""
 	}
@@ -103,17 +103,17 @@ func GetWorkload(ctx context.Context, c versioned.Interface, w Workload) (State,
 	)
 	switch w.Kind {
 	case KindCluster:
-		var o *v1.TerraformCluster
+		var o *v1alpha1.TerraformCluster
 		if o, err = api.TerraformClusters(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
 			om, s.Conditions, s.Identity = o.ObjectMeta, o.Status.Conditions, refName(o.Spec.IdentityRef)
 		}
 	case KindMachine:
-		var o *v1.TerraformMachine
+		var o *v1alpha1.TerraformMachine
 		if o, err = api.TerraformMachines(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
 			om, s.Conditions, s.Identity = o.ObjectMeta, o.Status.Conditions, refName(o.Spec.IdentityRef)
 		}
 	case KindPool:
-		var o *v1.TerraformMachinePool
+		var o *v1alpha1.TerraformMachinePool
 		if o, err = api.TerraformMachinePools(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
 			om, s.Conditions, s.Identity = o.ObjectMeta, o.Status.Conditions, refName(o.Spec.IdentityRef)
 		}
@@ -136,7 +136,7 @@ func ListWorkloads(ctx context.Context, c versioned.Interface, namespace, select
 	api := c.InfrastructureV1alpha1()
 	lo := metav1.ListOptions{LabelSelector: selector}
 	out := map[types.UID]State{}
-	add := func(om metav1.ObjectMeta, conds []metav1.Condition, ref *v1.IdentityReference) {
+	add := func(om metav1.ObjectMeta, conds []metav1.Condition, ref *v1alpha1.IdentityReference) {
 		out[om.UID] = State{Exists: true, Deleting: om.DeletionTimestamp != nil, Finalizers: om.Finalizers, Conditions: conds, UID: om.UID, Identity: refName(ref)}
 	}
 	clusters, err := api.TerraformClusters(namespace).List(ctx, lo)
