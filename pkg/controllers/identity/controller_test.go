@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -217,7 +218,7 @@ func TestSyncDeletesMirrorsOfDeletedIdentity(t *testing.T) {
 	require.Equal(t, map[string]types.UID{"ns-a/" + mirrorName: a.UID, "ns-b/" + mirrorName: b.UID}, f.deletes())
 	require.Empty(t, f.statusWrites())
 	require.Empty(t, f.tracker.Namespaces(identityName), "its conflicts are forgotten")
-	require.Empty(t, f.queue.AddedAfter(), "nothing left to look at")
+	controllertest.RequireNothingQueued(t, f.queue, f.clock, "nothing left to look at")
 	require.NotNil(t, f.storedSecret("ns-a", credentials.MirrorName("other")))
 }
 
@@ -246,10 +247,7 @@ func TestSyncRequeue(t *testing.T) {
 
 			require.NoError(t, f.sync(identityName))
 
-			require.Equal(t, []after{{Key: key, Delay: tc.want}}, f.queue.AddedAfter())
-			require.Zero(t, f.queue.Len(), "not before the delay")
-			f.clock.Step(tc.want)
-			f.waitQueued(key)
+			controllertest.RequireRequeuedAfter(t, f.queue, f.clock, key, tc.want)
 		})
 	}
 }

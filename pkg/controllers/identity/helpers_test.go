@@ -18,7 +18,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
+	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/credentials"
 	captffake "github.com/captf/captf/pkg/generated/clientset/versioned/fake"
@@ -89,12 +89,6 @@ func newMirror(identity, namespace string, data map[string][]byte) *corev1.Secre
 	return m
 }
 
-// recordingQueue and after are the shared test queue and its record.
-type (
-	recordingQueue = controllertest.RecordingQueue
-	after          = controllertest.After
-)
-
 type fixture struct {
 	t        *testing.T
 	ctx      context.Context
@@ -105,7 +99,7 @@ type fixture struct {
 	recorder *record.FakeRecorder
 	clock    *clocktesting.FakeClock
 	tracker  *conflicts.Tracker
-	queue    *recordingQueue
+	queue    loop.Queue
 	c        *Controller
 
 	mu       sync.Mutex
@@ -158,11 +152,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, enqueueOwners, f.recorder, f.clock, opts)
 	require.NoError(t, err)
 	f.c = c
-	f.queue = &recordingQueue{Queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Clock: f.clock})}
-	c.queue.ShutDown()
-	c.queue = f.queue
+	f.queue = c.queue
 	t.Cleanup(f.queue.ShutDown)
 	t.Cleanup(f.checkNoSecretLeak)
 	return f
@@ -418,18 +408,9 @@ func (f *fixture) storedSecret(ns, name string) *corev1.Secret {
 	return s
 }
 
-// waitQueued polls until the queue holds key (timed requeues fire on the
+// waitQueued waits until the queue holds key (timed requeues fire on the
 // fake clock's goroutine), then takes it out.
 func (f *fixture) waitQueued(key cache.ObjectName) {
 	f.t.Helper()
-	end := time.Now().Add(deadline)
-	for f.queue.Len() == 0 {
-		if time.Now().After(end) {
-			f.t.Fatalf("timed out waiting for %v in the queue", key)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	got, _ := f.queue.Get()
-	f.queue.Done(got)
-	require.Equal(f.t, key, got)
+	controllertest.RequireQueued(f.t, f.queue, key)
 }

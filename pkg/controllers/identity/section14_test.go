@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -222,7 +223,7 @@ func TestSyncRequeueNotReadySection14(t *testing.T) {
 
 			require.NoError(t, f.sync(identityName))
 
-			require.Equal(t, []after{{Key: key, Delay: notReadyResync}}, f.queue.AddedAfter())
+			controllertest.RequireRequeuedAfter(t, f.queue, f.clock, key, notReadyResync)
 		})
 	}
 }

@@ -22,15 +22,17 @@ import (
 // Queue is a typed rate-limited queue of object keys.
 type Queue = workqueue.TypedRateLimitingInterface[cache.ObjectName]
 
-// NewQueue returns a queue named name (the workqueue metrics' label). Errors
-// back off per key from 5ms to 5 minutes; retries of all keys together are
-// bounded at 50/s (burst 300) so a broken API server is not hammered.
-func NewQueue(name string) Queue {
+// NewQueue returns a queue named name (the workqueue metrics' label) whose
+// timed requeues run on clk (tests pass a fake clock, as the Job controller
+// does). Errors back off per key from 5ms to 5 minutes; retries of all keys
+// together are bounded at 50/s (burst 300) so a broken API server is not
+// hammered.
+func NewQueue(name string, clk clock.WithTicker) Queue {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 5*time.Minute),
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
-	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
+	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, Clock: clk})
 }
 
 // SyncFunc reconciles one key. It returns an error exactly when a retry can

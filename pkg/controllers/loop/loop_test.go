@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -60,7 +61,7 @@ func TestRunResyncEnqueuesEveryKeyEachPeriod(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	q := NewQueue("test-resync")
+	q := NewQueue("test-resync", clock.RealClock{})
 	defer q.ShutDown()
 	const period = 10 * time.Minute
 
@@ -106,7 +107,7 @@ func TestRunProcessesRetriesAndDrainsOnShutdown(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	q := NewQueue("test-run")
+	q := NewQueue("test-run", clock.RealClock{})
 
 	ok := cache.ObjectName{Namespace: "ns", Name: "ok"}
 	flaky := cache.ObjectName{Namespace: "ns", Name: "flaky"}

@@ -112,9 +112,9 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 			v1alpha1.KindTerraformMachinePool: poolKind(inf.Pools, captf),
 		},
 		queues: map[string]loop.Queue{
-			v1alpha1.KindTerraformCluster:     loop.NewQueue("terraformcluster"),
-			v1alpha1.KindTerraformMachine:     loop.NewQueue("terraformmachine"),
-			v1alpha1.KindTerraformMachinePool: loop.NewQueue("terraformmachinepool"),
+			v1alpha1.KindTerraformCluster:     loop.NewQueue("terraformcluster", clk),
+			v1alpha1.KindTerraformMachine:     loop.NewQueue("terraformmachine", clk),
+			v1alpha1.KindTerraformMachinePool: loop.NewQueue("terraformmachinepool", clk),
 		},
 		resolver:      resolver,
 		identities:    inf.Identities.Lister(),

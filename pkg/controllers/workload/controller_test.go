@@ -14,7 +14,7 @@ import (
 // queued takes every key out of each queue, by kind.
 func (f *fixture) queued() map[string][]string {
 	out := map[string][]string{}
-	for kind, q := range f.queues {
+	for kind, q := range f.c.queues {
 		for q.Len() > 0 {
 			k, _ := q.Get()
 			q.Done(k)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -535,8 +536,8 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 			require.Equal(t, []string{"Warning " + v1alpha1.EventMirrorConflict}, eventReasons(events))
 			require.Contains(t, events[0], mirrorName)
 			require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName), "recorded for MirrorsConflicted")
-			for _, q := range f.queues {
-				require.Empty(t, q.AddedAfter(), "no timed requeue: the resync retries")
+			for _, q := range f.c.queues {
+				controllertest.RequireNothingQueued(t, q, f.clock, "no timed requeue: the resync retries")
 			}
 
 			// Once per change: the same conflict again emits no event.

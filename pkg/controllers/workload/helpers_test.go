@@ -20,7 +20,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -232,12 +231,6 @@ func (a action) String() string {
 	return s + " " + a.name
 }
 
-// recordingQueue and after are the shared test queue and its record.
-type (
-	recordingQueue = controllertest.RecordingQueue
-	after          = controllertest.After
-)
-
 type fixture struct {
 	t        *testing.T
 	ctx      context.Context
@@ -249,7 +242,6 @@ type fixture struct {
 	clock    *clocktesting.FakeClock
 	tracker  *conflicts.Tracker
 	c        *Controller
-	queues   map[string]*recordingQueue
 
 	mu      sync.Mutex
 	actions []action
@@ -309,15 +301,7 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, f.recorder, f.clock, opts)
 	require.NoError(t, err)
 	f.c = c
-	// Queues on the fake clock, recording timed requeues.
-	f.queues = map[string]*recordingQueue{}
-	for name, orig := range c.queues {
-		orig.ShutDown()
-		q := &recordingQueue{Queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Clock: f.clock})}
-		c.queues[name] = q
-		f.queues[name] = q
+	for _, q := range c.queues {
 		t.Cleanup(q.ShutDown)
 	}
 	t.Cleanup(f.checkNoSecretLeak)
@@ -702,19 +686,9 @@ func (f *fixture) storedSecret(ns, name string) *corev1.Secret {
 	return s
 }
 
-// waitQueued polls until kind's queue holds key (timed requeues fire on the
-// fake clock's goroutine).
+// waitQueued waits until kind's queue holds key (timed requeues fire on
+// the fake clock's goroutine), then takes it out.
 func (f *fixture) waitQueued(kind string, key cache.ObjectName) {
 	f.t.Helper()
-	q := f.queues[kind]
-	end := time.Now().Add(deadline)
-	for q.Len() == 0 {
-		if time.Now().After(end) {
-			f.t.Fatalf("timed out waiting for %v in the %s queue", key, kind)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	got, _ := q.Get()
-	q.Done(got)
-	require.Equal(f.t, key, got)
+	controllertest.RequireQueued(f.t, f.c.queues[kind], key)
 }

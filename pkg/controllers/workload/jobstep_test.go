@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -405,9 +406,7 @@ func TestSyncDeletingWaitsForDisallowedIdentity(t *testing.T) {
 	require.Contains(t, c.Message, v1alpha1.AnnotationAbandonInfrastructure+"="+string(c1.UID))
 	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
 	key := cache.ObjectName{Namespace: testNS, Name: "c1"}
-	require.Equal(t, []after{{Key: key, Delay: waitRequeue}}, f.queues[v1alpha1.KindTerraformCluster].AddedAfter())
-	f.clock.Step(waitRequeue)
-	f.waitQueued(v1alpha1.KindTerraformCluster, key)
+	controllertest.RequireRequeuedAfter(t, f.c.queues[v1alpha1.KindTerraformCluster], f.clock, key, waitRequeue)
 }
 
 // V2: the abandon annotation set to the object's UID releases the

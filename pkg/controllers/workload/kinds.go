@@ -16,7 +16,6 @@ import (
 // fieldManager names the manager's writes.
 const fieldManager = "captf-manager"
 
-
 // workload is a deep copy of one object of any of the three kinds, with the
 // fields the shared reconcile reads and the status it writes.
 type workload struct {

@@ -1,47 +1,60 @@
 // Package controllertest holds what the controllers' unit-test fixtures
-// share: a queue that records timed requeues, event-reason parsing for a
+// share: queue assertions on the fake clock, event-reason parsing for a
 // FakeRecorder's events, and the X1 scan of everything a test saw for a
 // credential value.
 package controllertest
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/captf/captf/pkg/controllers/loop"
 )
 
-// After is one AddAfter call.
-type After struct {
-	Key   cache.ObjectName
-	Delay time.Duration
+// RequireRequeuedAfter asserts that key was put back on q with delay d on
+// clk (the queue's fake clock), not sooner: q is empty now and one
+// millisecond before d, and holds key once d has passed. It takes key out.
+func RequireRequeuedAfter(t testing.TB, q loop.Queue, clk *clocktesting.FakeClock, key cache.ObjectName, d time.Duration) {
+	t.Helper()
+	require.Zero(t, q.Len(), "requeued at once, not after %s", d)
+	clk.Step(d - time.Millisecond)
+	// The delaying queue moves ready items on its own goroutine; give it
+	// a moment to (wrongly) do so before checking it did not.
+	time.Sleep(20 * time.Millisecond)
+	require.Zero(t, q.Len(), "requeued before %s", d)
+	clk.Step(time.Millisecond)
+	RequireQueued(t, q, key)
 }
 
-// RecordingQueue records AddAfter calls and passes them on to its queue
-// (built on a fake clock by the fixture).
-type RecordingQueue struct {
-	loop.Queue
-	mu     sync.Mutex
-	afters []After
+// RequireNothingQueued asserts that q is empty and stays empty however far
+// clk moves: nothing was put back, not even after a delay.
+func RequireNothingQueued(t testing.TB, q loop.Queue, clk *clocktesting.FakeClock, msg string) {
+	t.Helper()
+	require.Zero(t, q.Len(), msg)
+	clk.Step(24 * time.Hour)
+	time.Sleep(20 * time.Millisecond)
+	require.Zero(t, q.Len(), msg)
 }
 
-// AddAfter records the call and adds key after d.
-func (q *RecordingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
-	q.mu.Lock()
-	q.afters = append(q.afters, After{key, d})
-	q.mu.Unlock()
-	q.Queue.AddAfter(key, d)
-}
-
-// AddedAfter returns the AddAfter calls so far.
-func (q *RecordingQueue) AddedAfter() []After {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return append([]After(nil), q.afters...)
+// RequireQueued waits until q holds an item, takes it out, and asserts it
+// is key.
+func RequireQueued(t testing.TB, q loop.Queue, key cache.ObjectName) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for q.Len() == 0 {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %v in the queue", key)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	got, _ := q.Get()
+	q.Done(got)
+	require.Equal(t, key, got)
 }
 
 // EventReasons turns FakeRecorder events ("Type Reason message") into
