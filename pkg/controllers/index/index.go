@@ -283,7 +283,7 @@ func (r *Resolver) Users(identity string) ([]Ref, error) {
 				return nil, err
 			}
 			if got == identity {
-				add(kindOf(m), m)
+				add(KindOf(m), m)
 			}
 		}
 	}
@@ -294,7 +294,7 @@ func (r *Resolver) Users(identity string) ([]Ref, error) {
 		}
 		for _, o := range objs {
 			m := o.(metav1.Object)
-			add(kindOf(m), m)
+			add(KindOf(m), m)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -340,7 +340,9 @@ func (r *Resolver) LiveUser(namespace string, ref metav1.OwnerReference, identit
 	return got == identity, err
 }
 
-func kindOf(o metav1.Object) string {
+// KindOf returns the kind name of a typed workload object, or its Go type
+// for anything else.
+func KindOf(o metav1.Object) string {
 	switch o.(type) {
 	case *v1alpha1.TerraformCluster:
 		return v1alpha1.KindTerraformCluster

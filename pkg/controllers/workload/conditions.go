@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
@@ -25,11 +26,11 @@ func setCondition(w *workload, now time.Time, t v1alpha1.ConditionType, status m
 }
 
 // conditionChanged reports whether condition t differs between before and
-// w's status in status, reason or message: events fire once per change,
-// not once per pass (SPEC section 10).
-func conditionChanged(before []metav1.Condition, w *workload, t v1alpha1.ConditionType) bool {
+// after in status, reason or message: events fire once per change, not
+// once per pass (SPEC section 10).
+func conditionChanged(before, after []metav1.Condition, t v1alpha1.ConditionType) bool {
 	b := meta.FindStatusCondition(before, string(t))
-	a := meta.FindStatusCondition(w.status.Conditions, string(t))
+	a := meta.FindStatusCondition(after, string(t))
 	if b == nil || a == nil {
 		return b != a
 	}
@@ -58,15 +59,49 @@ func summarize(w *workload, now time.Time) {
 	setCondition(w, now, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady, "credentials are mirrored and the latest Job succeeded")
 }
 
-// event records an event on w.
-func (c *Controller) event(w *workload, eventType, reason, format string, args ...any) {
-	c.recorder.Eventf(w.robj, eventType, reason, format, args...)
+// pendingEvent is an event a pass decided on; emitEvents records it.
+type pendingEvent struct {
+	obj                      runtime.Object
+	eventType, reason, descr string
 }
 
-func (c *Controller) warn(w *workload, reason, format string, args ...any) {
-	c.event(w, corev1.EventTypeWarning, reason, format, args...)
+// event queues an event on w for the end of the pass.
+func (w *workload) event(eventType, reason, format string, args ...any) {
+	w.eventOn(w.robj, eventType, reason, format, args...)
 }
 
-func (c *Controller) normal(w *workload, reason, format string, args ...any) {
-	c.event(w, corev1.EventTypeNormal, reason, format, args...)
+// eventOn queues an event on another object (a co-owner of a mirror).
+func (w *workload) eventOn(obj runtime.Object, eventType, reason, format string, args ...any) {
+	w.events = append(w.events, pendingEvent{obj: obj, eventType: eventType, reason: reason, descr: fmt.Sprintf(format, args...)})
+}
+
+func (w *workload) normal(reason, format string, args ...any) {
+	w.event(corev1.EventTypeNormal, reason, format, args...)
+}
+
+func (w *workload) warn(reason, format string, args ...any) {
+	w.event(corev1.EventTypeWarning, reason, format, args...)
+}
+
+// emitEvents is the one place a pass's events are recorded (SPEC section
+// 10): the warnings of conditions that changed since before (once per
+// change, not per pass), then the events of what the pass did (a mirror
+// created or removed, an owner reference repaired, infrastructure
+// abandoned). It empties w's queue of events.
+func (c *Controller) emitEvents(w *workload, before *v1alpha1.WorkloadStatus) {
+	after := w.status.Conditions
+	if conditionChanged(before.Conditions, after, v1alpha1.ConditionIdentityAllowed) {
+		if cond := meta.FindStatusCondition(after, string(v1alpha1.ConditionIdentityAllowed)); cond != nil && cond.Status == metav1.ConditionFalse {
+			c.recorder.Event(w.robj, corev1.EventTypeWarning, v1alpha1.EventIdentityNotAllowed, cond.Message)
+		}
+	}
+	if conditionChanged(before.Conditions, after, v1alpha1.ConditionCredentialsMirrored) {
+		if cond := meta.FindStatusCondition(after, string(v1alpha1.ConditionCredentialsMirrored)); cond != nil && cond.Reason == string(v1alpha1.ReasonMirrorFailed) {
+			c.recorder.Event(w.robj, corev1.EventTypeWarning, v1alpha1.EventMirrorConflict, cond.Message)
+		}
+	}
+	for _, e := range w.events {
+		c.recorder.Event(e.obj, e.eventType, e.reason, e.descr)
+	}
+	w.events = nil
 }

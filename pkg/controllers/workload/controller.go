@@ -186,11 +186,11 @@ func (c *Controller) EnqueueOwners(obj metav1.Object) {
 }
 
 func (c *Controller) enqueueObject(obj interface{}) {
-	obj = loop.Unwrap(obj)
-	kind := kindOfObject(obj)
-	if key, ok := loop.KeyOf(obj); ok && kind != "" {
-		c.Enqueue(kind, key)
+	m, ok := loop.Unwrap(obj).(metav1.Object)
+	if !ok {
+		return
 	}
+	c.Enqueue(index.KindOf(m), cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()})
 }
 
 // enqueueMembers enqueues the machines and pools that inherit from cluster (I3).

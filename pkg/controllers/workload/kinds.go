@@ -17,14 +17,16 @@ import (
 const fieldManager = "captf-manager"
 
 // workload is a deep copy of one object of any of the three kinds, with the
-// fields the shared reconcile reads and the status it writes.
+// fields the shared reconcile reads, the status it writes, and the events
+// the pass decided on (emitted at one point, after the pass).
 type workload struct {
-	kind   string
+	kind   *kind
 	obj    metav1.Object
 	robj   runtime.Object
 	source v1alpha1.SourceSpec
 	jobs   v1alpha1.JobsSpec
 	status *v1alpha1.WorkloadStatus
+	events []pendingEvent
 }
 
 func (w *workload) key() cache.ObjectName {
@@ -48,17 +50,17 @@ type kind struct {
 
 func wrapCluster(c *v1alpha1.TerraformCluster) *workload {
 	c = c.DeepCopy()
-	return &workload{kind: v1alpha1.KindTerraformCluster, obj: c, robj: c, source: c.Spec.Source, jobs: c.Spec.Jobs, status: &c.Status}
+	return &workload{obj: c, robj: c, source: c.Spec.Source, jobs: c.Spec.Jobs, status: &c.Status}
 }
 
 func wrapMachine(m *v1alpha1.TerraformMachine) *workload {
 	m = m.DeepCopy()
-	return &workload{kind: v1alpha1.KindTerraformMachine, obj: m, robj: m, source: m.Spec.Source, jobs: m.Spec.Jobs, status: &m.Status}
+	return &workload{obj: m, robj: m, source: m.Spec.Source, jobs: m.Spec.Jobs, status: &m.Status}
 }
 
 func wrapPool(p *v1alpha1.TerraformMachinePool) *workload {
 	p = p.DeepCopy()
-	return &workload{kind: v1alpha1.KindTerraformMachinePool, obj: p, robj: p, source: p.Spec.Source, jobs: p.Spec.Jobs, status: &p.Status}
+	return &workload{obj: p, robj: p, source: p.Spec.Source, jobs: p.Spec.Jobs, status: &p.Status}
 }
 
 // typedClient is the part of a generated typed client the reconcile uses.
@@ -77,6 +79,12 @@ func newKind[T any, PT interface {
 	client func(namespace string) typedClient[T],
 	wrap func(PT) *workload,
 ) *kind {
+	k := &kind{name: name, informer: informer}
+	wrapped := func(o PT) *workload {
+		w := wrap(o)
+		w.kind = k
+		return w
+	}
 	write := func(ctx context.Context, w *workload, status bool) (*workload, error) {
 		c := client(w.obj.GetNamespace())
 		obj := w.obj.(PT)
@@ -90,32 +98,29 @@ func newKind[T any, PT interface {
 		if err != nil {
 			return nil, err
 		}
-		return wrap(PT(out)), nil
+		return wrapped(PT(out)), nil
 	}
-	return &kind{
-		name:     name,
-		informer: informer,
-		get: func(k cache.ObjectName) (*workload, error) {
-			o, err := get(k.Namespace, k.Name)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(o), nil
-		},
-		keys: func() []cache.ObjectName {
-			objs, err := list()
-			if err != nil {
-				return nil
-			}
-			out := make([]cache.ObjectName, len(objs))
-			for i, o := range objs {
-				out[i] = cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}
-			}
-			return out
-		},
-		update:       func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, false) },
-		updateStatus: func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, true) },
+	k.get = func(key cache.ObjectName) (*workload, error) {
+		o, err := get(key.Namespace, key.Name)
+		if err != nil {
+			return nil, err
+		}
+		return wrapped(o), nil
 	}
+	k.keys = func() []cache.ObjectName {
+		objs, err := list()
+		if err != nil {
+			return nil
+		}
+		out := make([]cache.ObjectName, len(objs))
+		for i, o := range objs {
+			out[i] = cache.ObjectName{Namespace: o.GetNamespace(), Name: o.GetName()}
+		}
+		return out
+	}
+	k.update = func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, false) }
+	k.updateStatus = func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, true) }
+	return k
 }
 
 func clusterKind(inf informers.TerraformClusterInformer, client versioned.Interface) *kind {
@@ -151,17 +156,4 @@ func poolKind(inf informers.TerraformMachinePoolInformer, client versioned.Inter
 			return client.InfrastructureV1alpha1().TerraformMachinePools(ns)
 		},
 		wrapPool)
-}
-
-// kindOfObject returns the kind name of a typed workload object.
-func kindOfObject(obj interface{}) string {
-	switch obj.(type) {
-	case *v1alpha1.TerraformCluster:
-		return v1alpha1.KindTerraformCluster
-	case *v1alpha1.TerraformMachine:
-		return v1alpha1.KindTerraformMachine
-	case *v1alpha1.TerraformMachinePool:
-		return v1alpha1.KindTerraformMachinePool
-	}
-	return ""
 }

@@ -2,7 +2,9 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +18,15 @@ import (
 // looked at again even if no event arrives.
 const waitRequeue = time.Minute
 
-// sync reconciles one object of kind k.
+// sync reconciles one object of kind k. The path of a key, top to bottom:
+//
+//  1. take one snapshot of the status;
+//  2. the pass: syncNormal (credentialStep in credentials.go, then
+//     applyStep in apply.go) or syncDeleting (deleting.go); they set
+//     conditions and queue events on w, and write mirrors and Jobs;
+//  3. summarize Ready, emit the events of what changed (emitEvents, the one
+//     event point), write the status once if it changed;
+//  4. a finished deletion releases its mirrors and the finalizer last (V3).
 func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) error {
 	logger := klog.FromContext(ctx).WithValues("object", klog.KRef(key.Namespace, key.Name))
 	ctx = klog.NewContext(ctx, logger)
@@ -30,38 +40,60 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	if err != nil {
 		return err
 	}
-	if w.obj.GetDeletionTimestamp() != nil {
-		return c.syncDeleting(ctx, k, w)
+	deleting := w.obj.GetDeletionTimestamp() != nil
+	if deleting && !hasFinalizer(w) {
+		return nil
 	}
-	return c.syncNormal(ctx, k, w)
+	before := w.status.DeepCopy()
+	var release bool
+	var passErr error
+	if deleting {
+		release, passErr = c.syncDeleting(ctx, w)
+	} else {
+		w, passErr = c.syncNormal(ctx, w)
+	}
+	summarize(w, c.clock.Now())
+	c.emitEvents(w, before)
+	w, statusErr := c.writeStatus(ctx, w, before)
+	if err := errors.Join(passErr, statusErr); err != nil || !release {
+		return err
+	}
+	return c.release(ctx, w)
 }
 
 // syncNormal is the pass of a non-deleting object: the credential step on
-// every pass (M6), then the apply Job (J1).
-func (c *Controller) syncNormal(ctx context.Context, k *kind, w *workload) error {
-	before := w.status.DeepCopy()
-	creds, credErr := c.credentialStep(ctx, w)
-	var jobErr error
-	if credErr == nil {
-		w, jobErr = c.applyStep(ctx, k, w, creds)
+// every pass (M6), then the apply Job (J1). It returns the object as stored
+// when it had to update it (the finalizer).
+func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, error) {
+	creds, err := c.credentialStep(ctx, w)
+	if err != nil {
+		return w, err
 	}
-	summarize(w, c.clock.Now())
-	_, statusErr := c.writeStatus(ctx, k, w, before)
-	for _, err := range []error{credErr, jobErr, statusErr} {
-		if err != nil {
-			return err
-		}
+	return c.applyStep(ctx, w, creds)
+}
+
+// release ends a deletion (V3): the object's owner references leave its
+// mirrors (the last one deletes the mirror), then the finalizer goes.
+func (c *Controller) release(ctx context.Context, w *workload) error {
+	if err := c.releaseMirrors(ctx, w, func(string) bool { return true }); err != nil {
+		return err
 	}
+	c.emitEvents(w, w.status) // the MirrorRemoved events of the release
+	if _, err := c.setFinalizer(ctx, w, false); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("Removed finalizer", "finalizer", v1alpha1.FinalizerDestroy)
 	return nil
 }
 
-// writeStatus writes w's status when it differs from before (no write on
-// an unchanged pass) and returns the object as stored.
-func (c *Controller) writeStatus(ctx context.Context, k *kind, w *workload, before *v1alpha1.WorkloadStatus) (*workload, error) {
+// writeStatus writes w's status when it differs from before or from the
+// last write (S3-style: no write on an unchanged pass) and returns the
+// object as stored.
+func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alpha1.WorkloadStatus) (*workload, error) {
 	if !c.written.NeedsWrite(w.obj.GetUID(), *before, *w.status) {
 		return w, nil
 	}
-	stored, err := k.updateStatus(ctx, w)
+	stored, err := w.kind.updateStatus(ctx, w)
 	if err != nil {
 		return w, fmt.Errorf("updating status: %w", err)
 	}
@@ -71,37 +103,28 @@ func (c *Controller) writeStatus(ctx context.Context, k *kind, w *workload, befo
 
 // hasFinalizer reports whether w carries captf.io/destroy.
 func hasFinalizer(w *workload) bool {
-	for _, f := range w.obj.GetFinalizers() {
-		if f == v1alpha1.FinalizerDestroy {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(w.obj.GetFinalizers(), v1alpha1.FinalizerDestroy)
 }
 
 // setFinalizer adds or removes captf.io/destroy and returns the stored
-// object, carrying over the status computed so far on this pass.
-func (c *Controller) setFinalizer(ctx context.Context, k *kind, w *workload, present bool) (*workload, error) {
+// object, carrying over the status and events computed so far on this pass.
+func (c *Controller) setFinalizer(ctx context.Context, w *workload, present bool) (*workload, error) {
 	if hasFinalizer(w) == present {
 		return w, nil
 	}
-	var fs []string
-	for _, f := range w.obj.GetFinalizers() {
-		if f != v1alpha1.FinalizerDestroy {
-			fs = append(fs, f)
-		}
-	}
+	fs := slices.DeleteFunc(slices.Clone(w.obj.GetFinalizers()), func(f string) bool { return f == v1alpha1.FinalizerDestroy })
 	if present {
 		fs = append(fs, v1alpha1.FinalizerDestroy)
 	}
 	status := w.status.DeepCopy()
 	w.obj.SetFinalizers(fs)
-	stored, err := k.update(ctx, w)
+	stored, err := w.kind.update(ctx, w)
 	if err != nil {
 		return w, fmt.Errorf("updating finalizers: %w", err)
 	}
 	// The stored object carries the status as it was before this pass;
 	// keep what this pass computed.
 	*stored.status = *status
+	stored.events = w.events
 	return stored, nil
 }

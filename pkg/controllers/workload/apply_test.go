@@ -456,7 +456,8 @@ func TestSyncDeletingWithoutApply(t *testing.T) {
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-		require.Equal(t, []string{"update terraformclusters " + testNS + "/c1"}, f.writes())
+		require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1", "update terraformclusters " + testNS + "/c1"}, f.writes(),
+			"the status once, the finalizer last")
 		upd, _ := f.find("update", "terraformclusters", "")
 		require.Empty(t, upd.obj.(metav1.Object).GetFinalizers())
 		require.Empty(t, f.createdJobs())

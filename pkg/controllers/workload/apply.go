@@ -1,0 +1,207 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+)
+
+// reportJob sets ApplyJobSucceeded from a Job's outcome (J7).
+func (c *Controller) reportJob(w *workload, j *batchv1.Job, now time.Time) {
+	out, msg := jobs.Status(j)
+	action := jobs.ActionOf(j)
+	gen, _ := jobs.GenerationOf(j)
+	switch out {
+	case jobs.Running:
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning, "%s Job %s (generation %d) is running", action, j.Name, gen)
+	case jobs.Succeeded:
+		reason := v1alpha1.ReasonApplySucceeded
+		if action == v1alpha1.JobActionDestroy {
+			reason = v1alpha1.ReasonDestroySucceeded
+		}
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, reason, "%s Job %s (generation %d) succeeded", action, j.Name, gen)
+	case jobs.DeadlineExceeded:
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded,
+			"%s Job %s (generation %d) ran past spec.jobs.activeDeadlineSeconds: %s; delete the Job to retry", action, j.Name, gen, msg)
+	default:
+		reason := v1alpha1.ReasonApplyFailed
+		if action == v1alpha1.JobActionDestroy {
+			reason = v1alpha1.ReasonDestroyFailed
+		}
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
+			"%s Job %s (generation %d) failed: %s; see its logs, and delete the Job to retry", action, j.Name, gen, msg)
+	}
+}
+
+// applyStep starts the apply Job for an unapplied generation once
+// credentials are ready (J1), keeps the finalizer on an object that has
+// started one (J8), and reports ApplyJobSucceeded (J7). It returns the
+// object as stored when it had to update it.
+func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentialResult) (*workload, error) {
+	now := c.clock.Now()
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return w, err
+	}
+	if start, _ := c.decideApply(w, set, creds, now); !start {
+		return c.keepFinalizer(ctx, w, set)
+	}
+	// About to start a Job: confirm from the API server, not the cache.
+	if set, err = c.freshJobs(ctx, w); err != nil {
+		return w, err
+	}
+	start, reapply := c.decideApply(w, set, creds, now)
+	if !start {
+		return c.keepFinalizer(ctx, w, set)
+	}
+	// The finalizer goes first: an object whose apply Job exists must never
+	// be deleted without a destroy.
+	if w, err = c.setFinalizer(ctx, w, true); err != nil {
+		return w, err
+	}
+	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, reapply)
+	if err != nil {
+		return w, err
+	}
+	if j != nil {
+		c.reportJob(w, j, now)
+	}
+	return w, nil
+}
+
+// keepFinalizer sets the finalizer on an object that has an apply Job:
+// infrastructure may exist, so its deletion must destroy it (J8).
+func (c *Controller) keepFinalizer(ctx context.Context, w *workload, set jobSet) (*workload, error) {
+	if set.find(v1alpha1.JobActionApply, -1) == nil {
+		return w, nil
+	}
+	return c.setFinalizer(ctx, w, true)
+}
+
+// recordLatest points status.lastJob at the newest Job seen, so it heals
+// after a pass that created a Job but failed to write status.
+func recordLatest(w *workload, set jobSet) {
+	if set.latest == nil {
+		return
+	}
+	gen, _ := jobs.GenerationOf(set.latest)
+	w.status.LastJob = &v1alpha1.JobReference{Name: set.latest.Name, Action: jobs.ActionOf(set.latest), Generation: gen}
+}
+
+// decideApply sets ApplyJobSucceeded from set and decides whether a new
+// apply Job should start: the generation has no apply Job yet, none runs,
+// credentials are ready and there is an image (J1); or the object re-applies
+// on rotation (C6), in which case reapply numbers the new Job.
+func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult, now time.Time) (start bool, reapply int) {
+	recordLatest(w, set)
+	gen := w.obj.GetGeneration()
+	current := set.find(v1alpha1.JobActionApply, gen)
+	switch {
+	case current != nil:
+		c.reportJob(w, current, now)
+		if n := reapplyNumber(w, set, current, creds); n > 0 {
+			return true, n
+		}
+		return false, 0
+	case set.running != nil:
+		g, _ := jobs.GenerationOf(set.running)
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
+			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
+		return false, 0
+	case !creds.ready:
+		if set.latest != nil {
+			c.reportJob(w, set.latest, now)
+		} else {
+			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
+				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
+		}
+		return false, 0
+	case w.source.Image == "":
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
+			"spec.source.image is not set: no Job can run")
+		return false, 0
+	}
+	return true, 0
+}
+
+// reapplyNumber implements C6: when the object opts in
+// (spec.jobs.reapplyOnRotation), no Job runs, credentials are ready, and
+// newest, the newest apply Job of this generation, started with another
+// source hash than the mirror's now, it returns the number of the next
+// re-apply Job (one per rotation: that Job records the new hash); else 0.
+// Never called during a deletion.
+func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentialResult) int {
+	if !w.jobs.ReapplyOnRotation || !creds.ready || creds.hash == "" || set.running != nil || w.source.Image == "" {
+		return 0
+	}
+	gen := w.obj.GetGeneration()
+	if newest == nil || !jobs.Finished(newest) {
+		return 0
+	}
+	if h := jobs.SourceHashOf(newest); h == "" || h == creds.hash {
+		return 0
+	}
+	// Number after the highest so far: a deleted earlier Job must not make
+	// the next number collide with one that exists.
+	n := 0
+	for _, j := range set.all {
+		if g, _ := jobs.GenerationOf(j); jobs.ActionOf(j) == v1alpha1.JobActionApply && g == gen {
+			n = max(n, jobs.ReapplyOf(j))
+		}
+	}
+	return n + 1
+}
+
+// createJob creates the Job for action at w's generation. An existing Job of
+// that name (a previous pass's create not yet in the cache) counts as
+// created. It returns nil without error when the namespace is terminating.
+func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1.JobAction, creds credentialResult, reapply int) (*batchv1.Job, error) {
+	job := jobs.Build(jobs.Params{
+		OwnerAPIVersion:       v1alpha1.SchemeGroupVersion.String(),
+		OwnerKind:             w.kind.name,
+		OwnerName:             w.obj.GetName(),
+		OwnerUID:              w.obj.GetUID(),
+		Namespace:             w.obj.GetNamespace(),
+		Generation:            w.obj.GetGeneration(),
+		Action:                action,
+		ModuleImage:           w.source.Image,
+		RunnerImage:           c.opts.RunnerImage,
+		MirrorName:            creds.mirror,
+		Env:                   w.jobs.Env,
+		ActiveDeadlineSeconds: ptr.Deref(w.jobs.ActiveDeadlineSeconds, 0),
+		SourceHash:            creds.hash,
+		Identity:              creds.identity,
+		Reapply:               reapply,
+	})
+	created, err := c.kube.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		c.echoes.wrote(cache.ObjectName{Namespace: created.Namespace, Name: created.Name}, created.ResourceVersion)
+		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "reapply", reapply)
+	case apierrors.IsAlreadyExists(err):
+		created = job
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		if action == v1alpha1.JobActionDestroy {
+			c.destroyImpossible(w, c.clock.Now())
+		} else {
+			setCondition(w, c.clock.Now(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed,
+				"namespace %s is terminating: no apply Job can be created in it", w.obj.GetNamespace())
+		}
+		return nil, nil
+	default:
+		return nil, fmt.Errorf("creating %s Job %s: %w", action, job.Name, err)
+	}
+	w.status.LastJob = &v1alpha1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
+	return created, nil
+}

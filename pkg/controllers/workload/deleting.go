@@ -1,0 +1,126 @@
+package workload
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+)
+
+// namespaceTerminating reports whether namespace is being deleted.
+func (c *Controller) namespaceTerminating(namespace string) bool {
+	n, err := c.namespaces.Get(namespace)
+	return err == nil && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating)
+}
+
+// destroyImpossible reports a deletion in a terminating namespace whose
+// destroy Job cannot be created. When the object's last Job was a destroy
+// that the namespace's deletion has taken with it, its outcome is unknown:
+// the message says so rather than guess.
+func (c *Controller) destroyImpossible(w *workload, now time.Time) {
+	ns, uid := w.obj.GetNamespace(), w.obj.GetUID()
+	if last := w.status.LastJob; last != nil && last.Action == v1alpha1.JobActionDestroy {
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
+			"namespace %s is terminating and took destroy Job %s with it, so its outcome is unknown and no new destroy Job can be created here; "+
+				"if it succeeded (see the provider), set annotation %s=%s to release the object",
+			ns, last.Name, v1alpha1.AnnotationAbandonInfrastructure, uid)
+		return
+	}
+	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
+		"namespace %s is terminating: no destroy Job can be created in it; set annotation %s=%s to release the object without a destroy (its infrastructure is left as it is)",
+		ns, v1alpha1.AnnotationAbandonInfrastructure, uid)
+}
+
+// syncDeleting runs the deletion flow of an object with the finalizer (J8):
+// wait for a running apply, make the mirror current (M6), create the
+// destroy Job, and once it succeeds report release, so that sync cleans up
+// (V3) and removes the finalizer after writing the status. A destroy whose
+// identity cannot be used waits (V2) unless the object carries the abandon
+// annotation with its UID.
+func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release bool, _ error) {
+	now := c.clock.Now()
+	if uid := w.obj.GetUID(); w.obj.GetAnnotations()[v1alpha1.AnnotationAbandonInfrastructure] == string(uid) {
+		w.warn(v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is",
+			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy)
+		return true, nil
+	}
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return false, err
+	}
+	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil {
+		// The next step starts a destroy Job or drops the finalizer:
+		// confirm from the API server, not the cache.
+		if set, err = c.freshJobs(ctx, w); err != nil {
+			return false, err
+		}
+	}
+	switch destroy := set.find(v1alpha1.JobActionDestroy, -1); {
+	case set.find(v1alpha1.JobActionApply, -1) == nil && w.status.LastJob == nil:
+		// The finalizer was set but no apply Job was ever created: nothing
+		// to destroy.
+		return true, nil
+	case set.running != nil && jobs.ActionOf(set.running) == v1alpha1.JobActionApply:
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
+			"waiting for apply Job %s to end before destroying", set.running.Name)
+		return false, nil
+	case destroy == nil:
+		return false, c.startDestroy(ctx, w)
+	default:
+		c.reportJob(w, destroy, now)
+		out, _ := jobs.Status(destroy)
+		return out == jobs.Succeeded, nil
+	}
+}
+
+// startDestroy creates the destroy Job once the credentials are current
+// (M6, J8); without them the deletion waits (V2), or, in a terminating
+// namespace where nothing can be created, reports that only the operator
+// can release the object.
+func (c *Controller) startDestroy(ctx context.Context, w *workload) error {
+	now := c.clock.Now()
+	creds, err := c.credentialStep(ctx, w)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !creds.ready && c.namespaceTerminating(w.obj.GetNamespace()):
+		c.destroyImpossible(w, now)
+		return nil
+	case !creds.ready:
+		c.waitForCredentials(w, now)
+		return nil
+	case w.source.Image == "":
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
+			"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+		return nil
+	}
+	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, 0)
+	if err != nil {
+		return err
+	}
+	if j != nil {
+		c.reportJob(w, j, now)
+	}
+	return nil
+}
+
+// waitForCredentials reports a destroy that waits for its credentials (V2):
+// the finalizer stays; allowing the namespace again or the abandon
+// annotation releases it. It is looked at again after waitRequeue.
+func (c *Controller) waitForCredentials(w *workload, now time.Time) {
+	msg := "the destroy Job waits for credentials"
+	if cond := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionIdentityAllowed)); cond != nil && cond.Status != metav1.ConditionTrue {
+		msg += ": " + cond.Message
+	} else if cond := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionCredentialsMirrored)); cond != nil && cond.Status != metav1.ConditionTrue {
+		msg += ": " + cond.Message
+	}
+	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed,
+		"%s; allow the namespace again, or set annotation %s=%s to remove the finalizer without a destroy", msg, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+	c.queues[w.kind.name].AddAfter(w.key(), waitRequeue)
+}
