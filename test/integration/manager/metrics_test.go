@@ -66,7 +66,7 @@ func TestMetricsSecure(t *testing.T) {
 	alice := e.CP.Users[controlplane.Alice].Token
 
 	// The admin (system:masters) may get anything, /metrics included.
-	const series = `captf_api_requests_total{resource="terraformclusters",verb="list"}`
+	const series = `captf_api_requests_total{resource="terraformclusters",verb="watch"}`
 	var body string
 	framework.Eventually(t, 30*time.Second, func() (bool, string) {
 		var code int
