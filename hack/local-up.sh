@@ -154,7 +154,9 @@ local-up: ready. The API server is ${APISERVER_URL}; the admin kubeconfig is .lo
 Users: .local/kubeconfig-alice and .local/kubeconfig-bob have no permissions
 (or use --as=alice with the admin kubeconfig). The identity webhook checks
 that whoever points an identity at a Secret may read it (see README).
-Manager: metrics http://127.0.0.1:${MANAGER_METRICS_PORT}/metrics, probes http://127.0.0.1:${MANAGER_HEALTH_PORT}/readyz
+Manager: probes http://127.0.0.1:${MANAGER_HEALTH_PORT}/readyz; metrics over HTTPS with
+a bearer token (SPEC B4; --metrics-secure=false in CAPTF_ARGS serves plain HTTP):
+  curl -sk -H "Authorization: Bearer \$(bin/kubectl --kubeconfig .local/kubeconfig config view --raw -o jsonpath='{.users[0].user.token}')" https://127.0.0.1:${MANAGER_METRICS_PORT}/metrics
 Logs: .local/manager.log (streamed below), ${LOG_DIR}
 Ctrl-C stops everything.
 

@@ -17,8 +17,9 @@ import (
 	"github.com/captf/captf/pkg/admission/certs"
 )
 
-// certSource serves the webhook's certificate to the TLS stack and reloads it
-// from disk when tls.crt or tls.key change (SPEC X3).
+// certSource serves a certificate to the TLS stack and reloads it from disk
+// when tls.crt or tls.key change: the webhook's (SPEC X3) and, through
+// CertReloader, the metrics server's (B4).
 //
 // It polls file contents rather than watching for events: os.ReadFile
 // resolves the symlinks of a Secret volume (tls.crt -> ..data/tls.crt,
@@ -28,6 +29,8 @@ import (
 // few seconds cost nothing.
 type certSource struct {
 	certFile, keyFile string
+	// what names the certificate in logs and errors.
+	what string
 
 	// current is what GetCertificate serves: the last pair that loaded.
 	current atomic.Pointer[tls.Certificate]
@@ -41,13 +44,18 @@ type certSource struct {
 }
 
 func newCertSource(dir string) (*certSource, error) {
+	return newNamedCertSource(dir, "webhook serving certificate")
+}
+
+func newNamedCertSource(dir, what string) (*certSource, error) {
 	s := &certSource{
 		certFile: filepath.Join(dir, certs.CertFileName),
 		keyFile:  filepath.Join(dir, certs.KeyFileName),
+		what:     what,
 	}
 	certPEM, keyPEM, cert, err := s.load()
 	if err != nil {
-		return nil, fmt.Errorf("loading the webhook serving certificate from %s: %w", dir, err)
+		return nil, fmt.Errorf("loading the %s from %s: %w", what, dir, err)
 	}
 	s.current.Store(cert)
 	s.certPEM, s.keyPEM = certPEM, keyPEM
@@ -96,7 +104,7 @@ func (s *certSource) reload(ctx context.Context) {
 	defer s.mu.Unlock()
 	if err == nil && bytes.Equal(certPEM, s.certPEM) && bytes.Equal(keyPEM, s.keyPEM) {
 		if s.lastErr != nil {
-			logger.Info("Webhook serving certificate files are back to the certificate in service", "certFile", s.certFile)
+			logger.Info("Serving certificate files are back to the certificate in service", "certificate", s.what, "certFile", s.certFile)
 			s.lastErr = nil
 		}
 		return
@@ -112,8 +120,8 @@ func (s *certSource) reload(ctx context.Context) {
 	}
 	if err != nil {
 		if s.lastErr == nil || s.lastErr.Error() != err.Error() {
-			logger.Error(err, "Reloading the webhook serving certificate failed; still serving the previous one",
-				"certFile", s.certFile, "serial", s.current.Load().Leaf.SerialNumber.String())
+			logger.Error(err, "Reloading a serving certificate failed; still serving the previous one",
+				"certificate", s.what, "certFile", s.certFile, "serial", s.current.Load().Leaf.SerialNumber.String())
 		}
 		s.lastErr = err
 		return
@@ -121,7 +129,7 @@ func (s *certSource) reload(ctx context.Context) {
 	s.current.Store(cert)
 	s.certPEM, s.keyPEM = certPEM, keyPEM
 	s.lastErr = nil
-	logger.Info("Reloaded the webhook serving certificate", "certFile", s.certFile,
+	logger.Info("Reloaded a serving certificate", "certificate", s.what, "certFile", s.certFile,
 		"serial", cert.Leaf.SerialNumber.String(), "notAfter", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 
@@ -147,6 +155,6 @@ func (s *certSource) healthz() error {
 	if s.lastErr == nil {
 		return nil
 	}
-	return fmt.Errorf("webhook serving certificate in %s cannot be loaded (still serving serial %s): %w",
-		filepath.Dir(s.certFile), s.current.Load().Leaf.SerialNumber.String(), s.lastErr)
+	return fmt.Errorf("%s in %s cannot be loaded (still serving serial %s): %w",
+		s.what, filepath.Dir(s.certFile), s.current.Load().Leaf.SerialNumber.String(), s.lastErr)
 }

@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request, workqueue and leader election metrics
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -213,6 +212,10 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	metricsServer, err := newMetricsServer(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
 	informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInformers()
 	factories := []interface {
@@ -257,7 +260,16 @@ func Run(ctx context.Context, o *Options) error {
 			}
 		}()
 	}
-	startServer("metrics", o.MetricsBindAddress, metricsHandler())
+	if metricsServer != nil {
+		health.addLiveness("metrics-certificate", metricsServer.healthz)
+		servers.Add(1)
+		go func() {
+			defer servers.Done()
+			if err := metricsServer.run(ctx); err != nil {
+				serverErrs <- err
+			}
+		}()
+	}
 	startServer("health", o.HealthProbeBindAddress, health.handler())
 	if webhook != nil {
 		// /healthz reports a certificate that can no longer be loaded; the
@@ -486,18 +498,17 @@ func eventScheme() *runtime.Scheme {
 	return s
 }
 
-func metricsHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", legacyregistry.HandlerWithReset())
-	return mux
-}
-
 // serveHTTP serves h on addr until ctx is done, then shuts down gracefully.
 func serveHTTP(ctx context.Context, name, addr string, h http.Handler, shutdownTimeout time.Duration) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s server: %w", name, err)
 	}
+	return serve(ctx, name, l, h, shutdownTimeout)
+}
+
+// serve serves h on l until ctx is done, then shuts down gracefully.
+func serve(ctx context.Context, name string, l net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,

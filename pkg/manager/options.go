@@ -44,6 +44,13 @@ type Options struct {
 	WebhookCertDir string
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized
+	// callers only (SPEC B4); false serves plain HTTP to anyone, for local
+	// debugging.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for /metrics; empty means a
+	// self-signed certificate generated at start.
+	MetricsCertDir string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string
 	// RunnerImage is the image whose captf binary the Jobs' init container
@@ -73,6 +80,7 @@ func NewOptions() *Options {
 		WebhookPort:            9443,
 		WebhookCertDir:         "/tmp/k8s-webhook-server/serving-certs",
 		MetricsBindAddress:     ":8080",
+		MetricsSecure:          true,
 		HealthProbeBindAddress: ":8081",
 		RunnerImage:            "ghcr.io/captf/captf:latest",
 		ShutdownTimeout:        30 * time.Second,
@@ -97,6 +105,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to. Empty: every address.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory with the webhook's tls.crt and tls.key; reloaded when they change.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, only to callers whose bearer token passes a TokenReview and a SubjectAccessReview for get on the non-resource URL /metrics (SPEC B4). false serves plain HTTP to anyone: local debugging only.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with the /metrics tls.crt and tls.key; reloaded when they change. Empty: a self-signed certificate generated at start.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
 	fs.BoolVar(&o.RequireSourceConsent, "require-source-consent", o.RequireSourceConsent, "Use a source Secret only when it is labelled captf.io/credential=true and lists the identity in the annotation captf.io/credential-identities (SPEC C1). Recommended.")
@@ -122,6 +132,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookPort < 0 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be 0-65535, got %d", o.WebhookPort))
+	}
+	if !o.MetricsSecure && o.MetricsCertDir != "" {
+		errs = append(errs, errors.New("--metrics-cert-dir needs --metrics-secure=true: plain HTTP uses no certificate"))
 	}
 	if o.LeaderElect {
 		if o.LeaderElectionID == "" {

@@ -46,6 +46,11 @@ type ManagerOptions struct {
 	// Kubeconfig, when set, is used instead of the user's (e.g. one that
 	// points at a proxy in front of the API server).
 	Kubeconfig string
+	// SecureMetrics serves /metrics as in production: HTTPS, bearer token,
+	// SubjectAccessReview (SPEC B4), with MetricsURL https://. Without it
+	// the manager runs with --metrics-secure=false, so tests and tools that
+	// read metrics to check other rules scrape plain HTTP.
+	SecureMetrics bool
 }
 
 // StartManager runs bin/captf manager against the control plane and waits
@@ -123,9 +128,13 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 	}
 	healthPort, _ := controlplane.FreePort()
 	metricsPort, _ := controlplane.FreePort()
+	metricsScheme := "http://"
+	if o.SecureMetrics {
+		metricsScheme = "https://"
+	}
 	m := &Manager{
 		HealthURL:  "http://127.0.0.1:" + strconv.Itoa(healthPort),
-		MetricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort),
+		MetricsURL: metricsScheme + "127.0.0.1:" + strconv.Itoa(metricsPort),
 		LogPath:    filepath.Join(dir, "manager.log"),
 		done:       make(chan struct{}),
 	}
@@ -140,6 +149,9 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 		"--leader-elect=false",
 		"--runner-image=ghcr.io/captf/captf:test",
 		"--v=2",
+	}
+	if !o.SecureMetrics {
+		args = append(args, "--metrics-secure=false")
 	}
 	if o.Webhook {
 		m.WebhookPort = o.WebhookPort

@@ -1,6 +1,6 @@
 // Package manager tests `captf manager` as a process against a real
-// kube-apiserver: probes, metrics, leader election and graceful shutdown
-// (SPEC section 12).
+// kube-apiserver: probes, metrics (over HTTPS with a token, SPEC B4), leader
+// election and graceful shutdown (SPEC section 12).
 package manager
 
 import (
@@ -10,5 +10,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{BuildCaptf: true})
+	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true})
 }
