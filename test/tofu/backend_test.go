@@ -102,6 +102,18 @@ func TestModuleKubernetesBackend(t *testing.T) {
 	assert.Equal(t, "OperationTypeApply", lockInfo.Operation)
 	assert.Equal(t, lockInfo.ID, *held.Spec.HolderIdentity)
 
+	// T8: a second run of the same state waits for the lock, here 2 s, then
+	// fails without touching anything.
+	other := newWorkdir(t, vars, tofuEnv(t, bin, tokenA))
+	require.NoError(t, os.WriteFile(filepath.Join(other.dir, "captf_override.tf"), []byte(backendOverride), 0o644))
+	other.mustRun(t, initArgs...)
+	lockedOut, code := other.run(t, "apply", "-auto-approve", "-input=false", "-lock-timeout=2s")
+	t.Logf("second apply while the first holds the lock (exit %d):\n%s", code, lockedOut)
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, lockedOut, "Error acquiring the state lock")
+	assert.Contains(t, lockedOut, lockInfo.ID, "the error names the holder's lock ID")
+	assert.Len(t, requestsTo(c.seen(t), "PUT", "/resources/"+id), 1, "the locked-out run created nothing")
+
 	c.rotate(t, tokenB)
 	applyOut, code := wait()
 	t.Logf("tofu apply (kubernetes backend):\n%s", applyOut)
