@@ -22,6 +22,10 @@ build: ## Build bin/captf.
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into bin/ (skipped when present).
 	hack/build-control-plane.sh
 
+.PHONY: tofu
+tofu: ## Build OpenTofu into bin/tofu from the Go module proxy (skipped when built for the pinned version); test/tofu needs it.
+	hack/build-tofu.sh
+
 .PHONY: run
 run: ## Run a local control plane, the manager and a sample in the foreground (Ctrl-C stops all).
 	hack/local-up.sh
