@@ -13,14 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -167,155 +165,6 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s): %w", o.WebhookPort, o.WebhookCertDir, err)
 	}
 	return srv, nil
-}
-
-// Run runs the manager until ctx is done.
-func Run(ctx context.Context, o *Options) error {
-	logger := klog.FromContext(ctx)
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	cfg, err := restConfig(o)
-	if err != nil {
-		return err
-	}
-	d, err := newDeps(cfg, o)
-	if err != nil {
-		return err
-	}
-	logger.Info("Starting captf manager", "version", version.Info(), "apiServer", cfg.Host,
-		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "workers", o.Workers,
-		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
-
-	// Events have their own client and budget (half the main one): a burst
-	// of MirrorCreated events must not slow mirror writes down. They are
-	// best effort: the broadcaster drops what it cannot queue.
-	eventCfg := rest.CopyConfig(cfg)
-	eventCfg.QPS, eventCfg.Burst = max(1, cfg.QPS/2), max(1, cfg.Burst/2)
-	eventClient, err := kubernetes.NewForConfig(eventCfg)
-	if err != nil {
-		return err
-	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	d.Recorder = broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: "captf-manager"})
-
-	controllers, err := newControllers(ctx, d)
-	if err != nil {
-		return err
-	}
-
-	health := newHealth()
-	webhook, err := newWebhook(d)
-	if err != nil {
-		return err
-	}
-	metricsServer, err := newMetricsServer(ctx, cfg, o)
-	if err != nil {
-		return err
-	}
-	informersCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopInformers()
-	factories := []interface {
-		Start(<-chan struct{})
-		Shutdown()
-	}{d.Informers, d.JobInformers, d.MirrorInformers, d.CaptfInformers}
-	for _, f := range factories {
-		f.Start(informersCtx.Done())
-	}
-	go func() {
-		synced := true
-		for _, res := range []map[string]bool{
-			typeNames(d.Informers.WaitForCacheSync(informersCtx.Done())),
-			typeNames(d.JobInformers.WaitForCacheSync(informersCtx.Done())),
-			typeNames(d.MirrorInformers.WaitForCacheSync(informersCtx.Done())),
-			typeNames(d.CaptfInformers.WaitForCacheSync(informersCtx.Done())),
-		} {
-			for name, ok := range res {
-				if !ok {
-					synced = false
-					logger.Info("Informer cache did not sync", "type", name)
-				}
-			}
-		}
-		if synced {
-			health.informersSynced.Store(true)
-			logger.Info("Informer caches synced")
-		}
-	}()
-
-	var servers sync.WaitGroup
-	serverErrs := make(chan error, 3)
-	startServer := func(name, addr string, h http.Handler) {
-		if addr == "" || addr == "0" {
-			return
-		}
-		servers.Add(1)
-		go func() {
-			defer servers.Done()
-			if err := serveHTTP(ctx, name, addr, h, o.ShutdownTimeout); err != nil {
-				serverErrs <- err
-			}
-		}()
-	}
-	if metricsServer != nil {
-		health.addLiveness("metrics-certificate", metricsServer.healthz)
-		servers.Add(1)
-		go func() {
-			defer servers.Done()
-			if err := metricsServer.run(ctx); err != nil {
-				serverErrs <- err
-			}
-		}()
-	}
-	startServer("health", o.HealthProbeBindAddress, health.handler())
-	if webhook != nil {
-		// /healthz reports a certificate that can no longer be loaded; the
-		// webhook keeps serving the last good one meanwhile.
-		health.addLiveness("webhook-certificate", webhook.Healthz)
-		servers.Add(1)
-		go func() {
-			defer servers.Done()
-			if err := webhook.Run(ctx); err != nil {
-				serverErrs <- fmt.Errorf("webhook server: %w", err)
-			}
-		}()
-	}
-
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	go func() {
-		// A server that cannot bind is fatal: stop everything.
-		select {
-		case err := <-serverErrs:
-			logger.Error(err, "HTTP server failed; stopping")
-			cancelRun()
-			serverErrs <- err
-		case <-runCtx.Done():
-		}
-	}()
-
-	if o.LeaderElect {
-		err = runWithLeaderElection(runCtx, d, o, controllers)
-	} else {
-		runControllers(runCtx, controllers, o.Workers)
-	}
-
-	logger.Info("Controllers stopped; stopping servers")
-	cancelRun()
-	servers.Wait()
-	for _, f := range factories {
-		stopInformers()
-		f.Shutdown()
-	}
-	select {
-	case serr := <-serverErrs:
-		return errors.Join(err, serr)
-	default:
-	}
-	return err
 }
 
 // runControllers runs every controller until ctx is done and all returned.

@@ -253,8 +253,9 @@ func workloadChanged(oldObj, newObj interface{}) bool {
 		o.GetUID() != n.GetUID()
 }
 
+// addHandlers registers the event handlers: each only maps an event to
+// keys and enqueues them.
 func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
-	logger := klog.FromContext(ctx)
 	for _, k := range c.kinds {
 		if _, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueueObject,
@@ -273,6 +274,13 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 			return err
 		}
 	}
+	return c.addDependentHandlers(ctx, inf)
+}
+
+// addDependentHandlers maps events of the other kinds to the workload
+// objects they affect.
+func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) error {
+	logger := klog.FromContext(ctx)
 	// A cluster's identityRef, defaults or labels decide its members'
 	// identity (I2, I3).
 	if _, err := inf.Clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -318,8 +326,12 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 	}); err != nil {
 		return err
 	}
-	// Mirror and Job events reach their owners (M8), except the echo of the
-	// manager's own write.
+	return c.addOwnedHandlers(inf)
+}
+
+// addOwnedHandlers makes mirror and Job events reach their owners (M8),
+// except the echo of the manager's own write.
+func (c *Controller) addOwnedHandlers(inf Informers) error {
 	ownersOf := func(obj interface{}) {
 		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
 			c.EnqueueOwners(m)
