@@ -121,7 +121,7 @@ type Controller struct {
 	// is stored, not only the cache).
 	written  *loop.Written[v1alpha1.TerraformClusterIdentityStatus]
 	recorder record.EventRecorder
-	clock    clock.WithTicker
+	clock    clock.WithTickerAndDelayedExecution
 	opts     Options
 
 	// staleSince records, per identity and namespace, when a mirror was
@@ -137,7 +137,7 @@ func NewController(ctx context.Context, kube kubernetes.Interface, captf version
 }
 
 func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
-	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, clk clock.WithTicker, opts Options) (*Controller, error) {
+	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
 	metrics.Register()
 	resolver, err := index.NewResolver(inf.Clusters, inf.Machines, inf.Pools)
 	if err != nil {
