@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/captf/captf/pkg/admission"
 )
 
 // Options are the flags of `captf manager` (SPEC section 12).
@@ -42,6 +44,9 @@ type Options struct {
 	WebhookHost string
 	// WebhookCertDir holds tls.crt and tls.key for the webhook.
 	WebhookCertDir string
+	// WebhookMaxInFlight caps the webhook's concurrent requests; more are
+	// answered 429 with Retry-After (SPEC B5).
+	WebhookMaxInFlight int
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
@@ -72,6 +77,7 @@ func NewOptions() *Options {
 		RetryPeriod:            2 * time.Second,
 		WebhookPort:            9443,
 		WebhookCertDir:         "/tmp/k8s-webhook-server/serving-certs",
+		WebhookMaxInFlight:     admission.DefaultMaxInFlight,
 		MetricsBindAddress:     ":8080",
 		HealthProbeBindAddress: ":8081",
 		RunnerImage:            "ghcr.io/captf/captf:latest",
@@ -96,6 +102,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhook server; 0 disables it.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to. Empty: every address.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory with the webhook's tls.crt and tls.key; reloaded when they change.")
+	fs.IntVar(&o.WebhookMaxInFlight, "webhook-max-in-flight", o.WebhookMaxInFlight, "Admission requests the webhook serves at once; more are answered 429 with Retry-After, never queued (SPEC B5).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
@@ -122,6 +129,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookPort < 0 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be 0-65535, got %d", o.WebhookPort))
+	}
+	if o.WebhookMaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--webhook-max-in-flight must be at least 1, got %d", o.WebhookMaxInFlight))
 	}
 	if o.LeaderElect {
 		if o.LeaderElectionID == "" {
