@@ -105,6 +105,8 @@ kubectl=("${bin}/kubectl" --kubeconfig "${local_dir}/kubeconfig")
 log "installing the manager's RBAC"
 "${kubectl[@]}" apply -f manifests/manager/namespace.yaml >/dev/null
 "${kubectl[@]}" apply -k manifests/rbac >/dev/null
+log "installing the trust-boundary admission policy (SPEC B3)"
+"${kubectl[@]}" apply -k manifests/policy >/dev/null
 
 log "starting captf manager (extra flags: ${consent_args} ${CAPTF_ARGS:-none})"
 # shellcheck disable=SC2086

@@ -231,7 +231,7 @@ func getenv(environ []string, name string) string {
 // space cannot split or blur the line.
 func logDropped(w io.Writer, names []string) {
 	if len(names) == 0 {
-		fmt.Fprintln(w, "captf runner: no TF_ or KUBE_ environment variables to remove")
+		fmt.Fprintln(w, "captf runner: no TF_, KUBE_, TERRAFORM_CONFIG or GODEBUG environment variables to remove")
 		return
 	}
 	shown := make([]string, len(names))
@@ -243,7 +243,7 @@ func logDropped(w io.Writer, names []string) {
 			shown[i] = fmt.Sprintf("%q", n)
 		}
 	}
-	fmt.Fprintf(w, "captf runner: removed environment variables (SPEC J6): %s\n", strings.Join(shown, " "))
+	fmt.Fprintf(w, "captf runner: removed environment variables (SPEC J6, B7): %s\n", strings.Join(shown, " "))
 }
 
 // syncWriters serialises the runner's own messages with the copies of

@@ -266,7 +266,7 @@ func TestStepFailuresJ6(t *testing.T) {
 	}
 }
 
-// J6 and X1: the forbidden variables are dropped and logged by name; no
+// J6, B7 and X1: the forbidden variables are dropped and logged by name; no
 // value, dropped or kept, appears in the runner's output.
 func TestEnvironmentFilteredJ6(t *testing.T) {
 	t.Parallel()
@@ -275,6 +275,8 @@ func TestEnvironmentFilteredJ6(t *testing.T) {
 		"TF_VAR_secret="+secret,
 		"KUBE_TOKEN="+secret+"-kube",
 		"TF_LOG=TRACE",
+		"GODEBUG=http2debug=2",
+		"TERRAFORM_CONFIG=/tmp/"+secret+".tfrc",
 		"AWS_SECRET_ACCESS_KEY="+secret+"-aws",
 		"tf_var_lower="+secret+"-lower",
 		"NOTE=mentions TF_VAR_secret",
@@ -282,13 +284,14 @@ func TestEnvironmentFilteredJ6(t *testing.T) {
 	code, stdout, stderr := f.run("apply", "--chdir="+f.module)
 	require.Equal(t, 0, code, stderr)
 
-	require.Contains(t, stderr, "captf runner: removed environment variables (SPEC J6): KUBE_TOKEN TF_LOG TF_VAR_secret\n")
+	require.Contains(t, stderr, "captf runner: removed environment variables (SPEC J6, B7): GODEBUG KUBE_TOKEN TERRAFORM_CONFIG TF_LOG TF_VAR_secret\n")
 	require.NotContains(t, stdout+stderr, secret)
 	require.NotContains(t, stdout+stderr, "TRACE")
+	require.NotContains(t, stdout+stderr, "http2debug")
 
 	for _, step := range []string{"init", "apply"} {
 		env := strings.Split(f.read(step+".env"), "\n")
-		for _, gone := range []string{"TF_VAR_secret=", "KUBE_TOKEN=", "TF_LOG="} {
+		for _, gone := range []string{"TF_VAR_secret=", "KUBE_TOKEN=", "TF_LOG=", "GODEBUG=", "TERRAFORM_CONFIG="} {
 			for _, e := range env {
 				require.False(t, strings.HasPrefix(e, gone), "%s saw %s", step, gone)
 			}
@@ -309,7 +312,7 @@ func TestNothingDroppedIsSaid(t *testing.T) {
 	f := newFixture(t)
 	code, _, stderr := f.run("apply", "--chdir="+f.module)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stderr, "captf runner: no TF_ or KUBE_ environment variables to remove\n")
+	require.Contains(t, stderr, "captf runner: no TF_, KUBE_, TERRAFORM_CONFIG or GODEBUG environment variables to remove\n")
 }
 
 // A stop signal reaches Terraform, which exits on its own; the runner

@@ -1,5 +1,6 @@
 // Package framework starts one real control plane per integration test
-// package (test/controlplane), installs the CRDs, and gives tests clients for
+// package (test/controlplane), installs the CRDs and the shipped admission
+// policy (manifests/policy), and gives tests clients for
 // the admin and for impersonated or token users, and a way to run the
 // manager in-process or as a subprocess.
 package framework
@@ -104,6 +105,12 @@ func run(m *testing.M, opts Options) (int, error) {
 		return 0, err
 	}
 	if e.Captf, err = versioned.NewForConfig(e.Admin); err != nil {
+		return 0, err
+	}
+	// The shipped ValidatingAdmissionPolicy (SPEC B3) guards every package:
+	// the manager's writes, as its ServiceAccount user, must pass it, and
+	// so must the admin's (system:masters) forged fixtures.
+	if err := e.Apply(ctx, "manifests/policy"); err != nil {
 		return 0, err
 	}
 	if opts.ManagerRBAC {
