@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,14 +46,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		// the pass retry, and nothing else is decided without the source.
 		return errors.Join(readErr, c.deleteMirrors(ctx, out.deletions))
 	}
-	if err := c.deleteMirrors(ctx, out.deletions); err != nil {
+	if err := c.apply(ctx, name, out, in.now); err != nil {
 		return err
 	}
-	for _, m := range out.enqueue {
-		c.enqueueOwners(m)
-	}
-	c.recordStaleness(name, out.stale, in.now)
-
 	identity.Status = out.status
 	c.emitEvents(identity, before)
 	if err := c.writeStatus(ctx, identity, before); err != nil {
@@ -131,6 +127,18 @@ func (c *Controller) gatherJobs(identity *v1alpha1.TerraformClusterIdentity) ([]
 		out = append(out, ji)
 	}
 	return out, nil
+}
+
+// apply carries out what decide chose besides the status: the stale
+// mirrors' users are enqueued (S4) and the staleness gauge updated even when
+// a deletion fails, since neither depends on it; a failed deletion fails the
+// pass before any status is written, so it is retried.
+func (c *Controller) apply(ctx context.Context, name string, out outcome, now time.Time) error {
+	for _, m := range out.enqueue {
+		c.enqueueOwners(m)
+	}
+	c.recordStaleness(name, out.stale, now)
+	return c.deleteMirrors(ctx, out.deletions)
 }
 
 // removeAll deletes every mirror of an identity that is gone (V5) and
