@@ -168,7 +168,7 @@ func isMirrorOf(id *v1alpha1.TerraformClusterIdentity, m *corev1.Secret) bool {
 
 // revoke adds mirror m of identity to the deletions unless it is already
 // being deleted or is not provably the identity's mirror: a foreign Secret
-// is never deleted (M7), and stays uncounted.
+// is never deleted (M7), even where the identity's access is revoked.
 func (o *outcome) revoke(identity string, m *corev1.Secret, why string) {
 	if m.DeletionTimestamp != nil || credentials.IsForeign(m, identity) {
 		return
