@@ -108,14 +108,8 @@ func NewController(ctx context.Context, kube kubernetes.Interface, captf version
 func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
 	metrics.Register()
-	resolver, err := index.NewResolver(inf.Clusters, inf.Machines, inf.Pools)
+	resolver, err := index.NewControllerIndexes(inf.Clusters, inf.Machines, inf.Pools, inf.Mirrors.Informer(), inf.Jobs.Informer())
 	if err != nil {
-		return nil, err
-	}
-	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
-		return nil, err
-	}
-	if err := index.AddJobIndexers(inf.Jobs.Informer()); err != nil {
 		return nil, err
 	}
 	c := &Controller{
