@@ -18,13 +18,16 @@
 set -euo pipefail
 
 # A background job of a non-interactive shell starts with SIGINT ignored, and
-# bash cannot trap a signal that was ignored when it started. Re-run under
-# timeout(1) (no time limit), which handles SIGINT itself and so hands this
-# script SIGINT at its default: the trap below then stops everything on
-# Ctrl-C or SIGINT however the script was started.
+# bash cannot trap a signal that was ignored when it started. Re-exec this
+# script with SIGINT at its default (env --default-signal, GNU coreutils
+# 8.31+): the trap below then stops everything on Ctrl-C or SIGINT however
+# the script was started. It must stay the same process in the same process
+# group, so that `kill -INT -- -PGID` (how scripts and CI stop a job tree)
+# reaches it; timeout(1), used here before, moves itself into a group of its
+# own, and a KILL of the caller's group then orphaned the control plane.
 if [[ -z "${CAPTF_LOCAL_UP_CHILD:-}" ]] && (( 16#$(awk '/^SigIgn:/ {print $2}' /proc/$$/status) & 2 )); then
   export CAPTF_LOCAL_UP_CHILD=1
-  exec timeout 0 "$0" "$@"
+  exec env --default-signal=INT "$0" "$@"
 fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
