@@ -445,13 +445,15 @@ conntrack:
 // stop stops the node's processes (kubelet first, so it stops starting
 // containers), then has the janitor clean up, and waits for it.
 func (n *node) stop() {
+	// Short graces: the kubelet does not drain pods on SIGTERM, and the
+	// janitor kills whatever is left anyway.
 	for _, p := range []*process{n.kubelet, n.proxy, n.scheduler} {
 		if p != nil {
-			p.stop(syscall.SIGTERM, 10*time.Second)
+			p.stop(syscall.SIGTERM, 2*time.Second)
 		}
 	}
 	if n.containerd != nil {
-		n.containerd.stop(syscall.SIGTERM, 10*time.Second)
+		n.containerd.stop(syscall.SIGTERM, 5*time.Second)
 	}
 	if n.janitor != nil {
 		_ = n.janitorEnd.Close()
