@@ -50,7 +50,7 @@ test-integration: control-plane ## Integration tests against a real control plan
 .PHONY: test-node
 test-node: control-plane node-binaries ## Pods on a real node: Job with Secrets under Pod Security restricted, in-cluster API access, clean teardown (root).
 	hack/node-prereqs.sh
-	$(GO) test -count=1 -v -timeout 20m ./test/node/...
+	CAPTF_NODE_TEST=1 $(GO) test -count=1 -v -timeout 20m -run 'TestNode|TestJanitor' ./test/node/... ./test/controlplane/
 
 .PHONY: verify
 verify: ## gofmt, go vet, generated code up to date.

@@ -17,6 +17,9 @@ import (
 // finds nothing. Root only; it takes the node lock, so it never races a
 // running node.
 func TestJanitorRemovesNodeLeftovers(t *testing.T) {
+	if os.Getenv("CAPTF_NODE_TEST") == "" {
+		t.Skip("runs with make test-node (CAPTF_NODE_TEST=1): it makes a bridge, iptables chains and cgroups on this host")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
