@@ -3,6 +3,7 @@ package controlplane
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -527,9 +528,14 @@ func purgeContainers() error {
 		if out, err := ctr(append([]string{"containers", "rm"}, list...)...); err != nil {
 			return fmt.Errorf("ctr containers rm: %v: %s", err, out)
 		}
-		// The CNI library's cache of each sandbox's loopback network.
 		for _, id := range list {
+			// The CNI library's cache of each sandbox's loopback network.
 			_ = os.Remove("/var/lib/cni/results/cni-loopback-" + id + "-lo")
+			// The shim's socket, which containerd 1.6 puts under
+			// /run/containerd/s whatever its state directory, named by
+			// sha256(<containerd address>/<namespace>/<id>).
+			sum := sha256.Sum256([]byte(filepath.Join(ContainerdAddress, "k8s.io", id)))
+			_ = os.Remove(fmt.Sprintf("/run/containerd/s/%x", sum))
 		}
 	}
 	return nil
