@@ -52,6 +52,11 @@ type Options struct {
 	// ManagerRBAC applies the manager's namespace and RBAC from manifests/,
 	// so a manager run as controlplane.Manager has exactly those permissions.
 	ManagerRBAC bool
+	// Node also starts a node, so Pods run (controlplane.Options.Node; root
+	// and the node's packages and binaries). Main fails without them: a
+	// package that would rather skip checks controlplane.NodePrerequisites
+	// in its TestMain first.
+	Node bool
 }
 
 // env is set by Main for the package's tests.
@@ -92,6 +97,7 @@ func run(m *testing.M, opts Options) (int, error) {
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:            filepath.Join(root, "bin"),
 		ControllerManager: opts.ControllerManager,
+		Node:              opts.Node,
 	})
 	if err != nil {
 		return 0, err
