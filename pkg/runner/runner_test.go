@@ -67,7 +67,7 @@ ignore)
 esac
 `
 
-// fakeBin is the directory holding the fake as "terraform". It is written
+// fakeBin is the directory holding the fake as "terraform" and "tofu". It is written
 // once, before any test forks: writing an executable while another
 // goroutine forks can make its exec fail with ETXTBSY.
 var fakeBin string
@@ -78,8 +78,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fakeBin = dir
-	if err := os.WriteFile(filepath.Join(dir, "terraform"), []byte(fakeTerraform), 0o755); err != nil {
-		panic(err)
+	// The same fake as "tofu", for --terraform=tofu (T8).
+	for _, name := range []string{"terraform", "tofu"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeTerraform), 0o755); err != nil {
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -243,6 +243,22 @@ func TestStateFlagsT2(t *testing.T) {
 	}
 }
 
+// T8: OpenTofu gets the same commands and flags.
+func TestOpenTofuT8(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, VariablesEnv+`={"a":1}`)
+	work := t.TempDir()
+	code, _, stderr := f.run("destroy", "--terraform=tofu", "--chdir="+f.module, "--workdir="+work,
+		"--state-namespace=team-a", "--state-suffix=demo-machine", "--lock-timeout=10s")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "init\n-input=false\n-no-color\n-lock-timeout=10s\n-reconfigure\n-backend-config=secret_suffix=demo-machine\n"+
+		"-backend-config=namespace=team-a\n-backend-config=in_cluster_config=true\n", f.read("init.args"))
+	require.Equal(t, "destroy\n-auto-approve\n-input=false\n-no-color\n-lock-timeout=10s\n", f.read("destroy.args"))
+	require.Contains(t, stderr, "captf runner: running tofu init -input=false")
+	require.FileExists(t, filepath.Join(work, VariablesFile))
+	require.FileExists(t, filepath.Join(work, BackendOverrideFile))
+}
+
 // T2: without the state flags there is no override and no backend
 // configuration: local state where Terraform runs.
 func TestNoStateFlagsNoOverrideT2(t *testing.T) {
