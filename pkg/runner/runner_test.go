@@ -23,6 +23,8 @@ import (
 //     exits with its code, once <step>.release exists if FAKE_<step>_HOLD=1;
 //   - ignore: records signals and keeps running, so only a kill ends it; its
 //     own child keeps the output pipe open and writes its pid to <step>.child.
+//
+// FAKE_TOUCH=1 makes it write fake-<step>.touched into its working directory.
 const fakeTerraform = `#!/bin/sh
 step=$1
 d=$FAKE_DIR
@@ -30,6 +32,8 @@ echo "$step" >> "$d/steps"
 printf '%s\n' "$@" > "$d/$step.args"
 pwd -P > "$d/$step.pwd"
 env > "$d/$step.env"
+# Like Terraform, which writes .terraform and state where it runs.
+if [ -n "${FAKE_TOUCH:-}" ]; then : > "fake-$step.touched"; fi
 echo "fake terraform $step: stdout"
 echo "fake terraform $step: stderr" >&2
 eval "mode=\${FAKE_${step}_MODE:-}"
@@ -63,7 +67,7 @@ ignore)
 esac
 `
 
-// fakeBin is the directory holding the fake as "terraform". It is written
+// fakeBin is the directory holding the fake as "terraform" and "tofu". It is written
 // once, before any test forks: writing an executable while another
 // goroutine forks can make its exec fail with ETXTBSY.
 var fakeBin string
@@ -74,8 +78,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fakeBin = dir
-	if err := os.WriteFile(filepath.Join(dir, "terraform"), []byte(fakeTerraform), 0o755); err != nil {
-		panic(err)
+	// The same fake as "tofu", for --terraform=tofu (T8).
+	for _, name := range []string{"terraform", "tofu"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeTerraform), 0o755); err != nil {
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -207,7 +214,8 @@ func physical(t *testing.T, dir string) string {
 }
 
 // J6: init -input=false, then the command with -auto-approve -input=false,
-// in --chdir, output streamed, exit code Terraform's.
+// in --chdir, output streamed, exit code Terraform's; T8: -lock-timeout
+// (default 300s) and -no-color on every command.
 func TestRunsInitThenCommandJ6(t *testing.T) {
 	for _, command := range []string{"apply", "destroy"} {
 		t.Run(command, func(t *testing.T) {
@@ -217,8 +225,8 @@ func TestRunsInitThenCommandJ6(t *testing.T) {
 
 			require.Equal(t, 0, code, stderr)
 			require.Equal(t, []string{"init", command}, f.lines("steps"))
-			require.Equal(t, "init\n-input=false\n", f.read("init.args"))
-			require.Equal(t, command+"\n-auto-approve\n-input=false\n", f.read(command+".args"))
+			require.Equal(t, "init\n-input=false\n-no-color\n-lock-timeout=300s\n", f.read("init.args"))
+			require.Equal(t, command+"\n-auto-approve\n-input=false\n-no-color\n-lock-timeout=300s\n", f.read(command+".args"))
 			for _, step := range []string{"init", command} {
 				require.Equal(t, physical(t, f.module), strings.TrimSpace(f.read(step+".pwd")))
 				require.Contains(t, stdout, "fake terraform "+step+": stdout")
@@ -460,6 +468,24 @@ func TestRunnerErrors(t *testing.T) {
 			[]string{`unexpected argument "now"`}},
 		{"bad stop timeout", []string{"apply", "--stop-timeout=0s"}, f.environ,
 			[]string{"--stop-timeout must be positive"}},
+		{"negative lock timeout", []string{"apply", "--lock-timeout=-1s"}, f.environ,
+			[]string{"--lock-timeout must be a whole number of seconds, 0s or more"}},
+		{"fractional lock timeout", []string{"apply", "--lock-timeout=1500ms"}, f.environ,
+			[]string{"--lock-timeout must be a whole number of seconds"}},
+		{"state namespace alone", []string{"apply", "--state-namespace=team-a"}, f.environ,
+			[]string{"--state-namespace needs --state-suffix"}},
+		{"state suffix alone", []string{"destroy", "--state-suffix=demo-cluster"}, f.environ,
+			[]string{"--state-suffix needs --state-namespace"}},
+		{"state kubeconfig alone", []string{"apply", "--state-kubeconfig=/k"}, f.environ,
+			[]string{"--state-kubeconfig needs --state-namespace and --state-suffix"}},
+		{"numeric suffix tail", []string{"apply", "--state-namespace=team-a", "--state-suffix=web-01"}, f.environ,
+			[]string{`--state-suffix "web-01" ends with '-<number>'`, "<name>-<kind>"}},
+		{"suffix too long", []string{"apply", "--state-namespace=team-a", "--state-suffix=" + strings.Repeat("a", 64)}, f.environ,
+			[]string{"is not a valid label value", "63"}},
+		{"suffix not a name", []string{"apply", "--state-namespace=team-a", "--state-suffix=Demo_Cluster"}, f.environ,
+			[]string{`gives the object name "tfstate-default-Demo_Cluster", which is not a DNS-1123 subdomain`}},
+		{"bad state namespace", []string{"apply", "--state-namespace=Team.A", "--state-suffix=demo-cluster"}, f.environ,
+			[]string{`--state-namespace "Team.A" is not a namespace name`}},
 		{"directory missing", []string{"apply", "--chdir=" + filepath.Join(f.module, "nope")}, f.environ,
 			[]string{`module directory "` + filepath.Join(f.module, "nope") + `" does not exist`, "--chdir"}},
 		{"not a directory", []string{"apply", "--chdir=" + notDir}, f.environ,
