@@ -34,7 +34,7 @@ func TestSyncReady(t *testing.T) {
 	f.catchUp()
 
 	// S3: the same again: no event, no write.
-	f.clock.Step(time.Minute)
+	f.Clock.Step(time.Minute)
 	require.NoError(t, f.sync(identityName))
 	require.Empty(t, f.popEvents())
 	require.Empty(t, f.writes(), "S3: unchanged, no status write")
@@ -55,7 +55,7 @@ func TestSyncReady(t *testing.T) {
 	f.catchUp()
 
 	// And goes away again.
-	require.NoError(t, f.kube.Tracker().Delete(secretsGR, sourceNS, sourceName))
+	require.NoError(t, f.Kube.Tracker().Delete(secretsGR, sourceNS, sourceName))
 	require.NoError(t, f.sync(identityName))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.popEvents()))
@@ -69,7 +69,7 @@ func TestSyncNamespacesAndCounts(t *testing.T) {
 	f := newFixture(t, Options{Resync: resync})
 	rotated := sourceData()
 	rotated["API_KEY"] = []byte("r0tated-VALUE-x1")
-	f.secrets = append(f.secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
+	f.Secrets = append(f.Secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
 	old := sourceData()
 
 	beingDeleted := newMirror(identityName, "ns-e", rotated)
@@ -141,7 +141,7 @@ func TestSyncMirrorsCurrent(t *testing.T) {
 			}
 			f.seed(tc.mirrors...)
 			for _, ns := range tc.conflicted {
-				f.tracker.Set(identityName, ns, true)
+				f.Tracker.Set(identityName, ns, true)
 			}
 
 			require.NoError(t, f.sync(identityName))
@@ -168,7 +168,7 @@ func TestSyncNoStatusWriteWhenUnchanged(t *testing.T) {
 	f.popEvents()
 
 	for range 3 {
-		f.clock.Step(resync)
+		f.Clock.Step(resync)
 		require.NoError(t, f.sync(identityName))
 	}
 	require.Empty(t, f.writes())
@@ -211,14 +211,14 @@ func TestSyncDeletesMirrorsOfDeletedIdentity(t *testing.T) {
 	a := newMirror(identityName, "ns-a", sourceData())
 	b := newMirror(identityName, "ns-b", sourceData())
 	f.seed(newSource(sourceData()), a, b, newMirror("other", "ns-a", sourceData()))
-	f.tracker.Set(identityName, "ns-c", true)
+	f.Tracker.Set(identityName, "ns-c", true)
 
 	require.NoError(t, f.sync(identityName))
 
 	require.Equal(t, map[string]types.UID{"ns-a/" + mirrorName: a.UID, "ns-b/" + mirrorName: b.UID}, f.deletes())
 	require.Empty(t, f.statusWrites())
-	require.Empty(t, f.tracker.Namespaces(identityName), "its conflicts are forgotten")
-	controllertest.RequireNothingQueued(t, f.queue, f.clock, "nothing left to look at")
+	require.Empty(t, f.Tracker.Namespaces(identityName), "its conflicts are forgotten")
+	controllertest.RequireNothingQueued(t, f.queue, f.Clock, "nothing left to look at")
 	require.NotNil(t, f.storedSecret("ns-a", credentials.MirrorName("other")))
 }
 
@@ -247,7 +247,7 @@ func TestSyncRequeue(t *testing.T) {
 
 			require.NoError(t, f.sync(identityName))
 
-			controllertest.RequireRequeuedAfter(t, f.queue, f.clock, key, tc.want)
+			controllertest.RequireRequeuedAfter(t, f.queue, f.Clock, key, tc.want)
 		})
 	}
 }

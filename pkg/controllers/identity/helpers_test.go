@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -13,68 +12,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/credentials"
-	captffake "github.com/captf/captf/pkg/generated/clientset/versioned/fake"
-	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 )
 
 const (
 	identityName = "prod"
-	sourceNS     = "captf-system"
-	sourceName   = "cloud-creds"
+	sourceNS     = controllertest.SourceNS
+	sourceName   = controllertest.SourceName
 	resync       = 5 * time.Minute
 	// secretValue is a recognisable credential: X1 says it never reaches
 	// an event, a condition message or a log line. Every fixture scans for
 	// it (and for the source hash) when its test ends.
-	secretValue = "s3cr3t-VALUE-x1"
+	secretValue = controllertest.SecretValue
 	// deadline bounds polling; reaching it is a failure, never an assertion.
 	deadline = 10 * time.Second
 )
 
 var (
+	sourceData  = controllertest.SourceData
+	newSource   = controllertest.NewSource
+	newIdentity = controllertest.NewIdentity
+)
+
+var (
 	mirrorName = credentials.MirrorName(identityName)
-	epoch      = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	epoch      = controllertest.Epoch
 	identityGR = v1alpha1.SchemeGroupVersion.WithResource("terraformclusteridentities")
 	secretsGR  = corev1.SchemeGroupVersion.WithResource("secrets")
 )
 
-func sourceData() map[string][]byte {
-	return map[string][]byte{"API_KEY": []byte(secretValue), "REGION": []byte("eu-west-1")}
-}
-
-func newIdentity(name string, allowed *v1alpha1.AllowedNamespaces) *v1alpha1.TerraformClusterIdentity {
-	return &v1alpha1.TerraformClusterIdentity{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-identity-" + name), Generation: 1},
-		Spec: v1alpha1.TerraformClusterIdentitySpec{
-			SecretRef:         v1alpha1.SecretReference{Namespace: sourceNS, Name: sourceName},
-			AllowedNamespaces: allowed,
-		},
-	}
-}
-
 func allowAll() *v1alpha1.AllowedNamespaces {
 	return &v1alpha1.AllowedNamespaces{Selector: &metav1.LabelSelector{}}
-}
-
-func newSource(data map[string][]byte) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sourceNS, Name: sourceName, UID: "uid-source"},
-		Data:       data,
-	}
 }
 
 // newMirror is identity's mirror in namespace written from data, owned by a
@@ -90,66 +65,38 @@ func newMirror(identity, namespace string, data map[string][]byte) *corev1.Secre
 }
 
 type fixture struct {
-	t        *testing.T
-	ctx      context.Context
-	logs     ktesting.Buffer
-	kube     *kubefake.Clientset
-	captf    *captffake.Clientset
-	inf      Informers
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
-	tracker  *conflicts.Tracker
-	queue    loop.Queue
-	c        *Controller
+	*controllertest.Env
+	t     *testing.T
+	inf   Informers
+	queue loop.Queue
+	c     *Controller
 
 	mu       sync.Mutex
 	actions  []k8stesting.Action
 	events   []string
 	enqueued []string
-	secrets  []string
 }
-
-// conflictTTL is how long a conflict record lives unless seen again.
-const conflictTTL = 25 * time.Minute
 
 func newFixture(t *testing.T, opts Options) *fixture {
 	t.Helper()
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(10)))
-	ctx := klog.NewContext(context.Background(), logger)
-	f := &fixture{
-		t:        t,
-		ctx:      ctx,
-		logs:     logger.GetSink().(ktesting.Underlier).GetBuffer(),
-		kube:     kubefake.NewClientset(),
-		captf:    captffake.NewSimpleClientset(),
-		recorder: record.NewFakeRecorder(100),
-		clock:    clocktesting.NewFakeClock(epoch),
-		secrets:  []string{secretValue, credentials.SourceHash(sourceData())},
-	}
-	f.tracker = conflicts.New(f.clock, conflictTTL)
-	for _, fk := range []*k8stesting.Fake{&f.kube.Fake, &f.captf.Fake} {
-		fk.PrependReactor("*", "*", f.record)
-	}
-	kinf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
-	mirrors := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue // M9
-	}))
-	cinf := captfinformers.NewSharedInformerFactory(f.captf, 0).Infrastructure().V1alpha1()
+	env := controllertest.NewEnv(t)
+	f := &fixture{Env: env, t: t}
+	f.Intercept(f.record)
 	f.inf = Informers{
-		Identities: cinf.TerraformClusterIdentities(),
-		Clusters:   cinf.TerraformClusters(),
-		Machines:   cinf.TerraformMachines(),
-		Pools:      cinf.TerraformMachinePools(),
-		Namespaces: kinf.Core().V1().Namespaces(),
-		Mirrors:    mirrors.Core().V1().Secrets(),
-		Jobs:       kinf.Batch().V1().Jobs(),
+		Identities: env.Cinf.TerraformClusterIdentities(),
+		Clusters:   env.Cinf.TerraformClusters(),
+		Machines:   env.Cinf.TerraformMachines(),
+		Pools:      env.Cinf.TerraformMachinePools(),
+		Namespaces: env.Kinf.Core().V1().Namespaces(),
+		Mirrors:    env.Mirrors.Core().V1().Secrets(),
+		Jobs:       env.Managed.Batch().V1().Jobs(),
 	}
 	enqueueOwners := func(o metav1.Object) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.enqueued = append(f.enqueued, o.GetNamespace()+"/"+o.GetName())
 	}
-	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, enqueueOwners, f.recorder, f.clock, opts)
+	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, source.NewReader(f.Kube), f.Tracker, enqueueOwners, f.Recorder, f.Clock, opts)
 	require.NoError(t, err)
 	f.c = c
 	f.queue = c.queue
@@ -175,39 +122,21 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 func (f *fixture) seed(objs ...runtime.Object) {
 	f.t.Helper()
 	for _, o := range objs {
-		var idx cache.Indexer
 		switch x := o.(type) {
-		case *v1alpha1.TerraformClusterIdentity:
-			idx = f.inf.Identities.Informer().GetIndexer()
-			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
-		case *corev1.Namespace:
-			idx = f.inf.Namespaces.Informer().GetIndexer()
-			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		case *corev1.Secret:
+			// B2: a mirror counts only with a live user; seed the clusters
+			// its owner references name, using its identity.
 			if x.Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
-				idx = f.inf.Mirrors.Informer().GetIndexer()
-				// B2: a mirror counts only with a live user; seed the
-				// clusters its owner references name, using its identity.
 				for _, ref := range x.OwnerReferences {
 					f.seedUser(x.Namespace, ref, x.Annotations[v1alpha1.AnnotationIdentity])
 				}
 			}
-			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
 		case *batchv1.Job:
-			idx = f.inf.Jobs.Informer().GetIndexer()
 			if ref := metav1.GetControllerOf(x); ref != nil {
 				f.seedUser(x.Namespace, *ref, x.Annotations[v1alpha1.AnnotationIdentity])
 			}
-			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
-		case *v1alpha1.TerraformCluster:
-			idx = f.inf.Clusters.Informer().GetIndexer()
-			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
-		default:
-			f.t.Fatalf("cannot seed %T", o)
 		}
-		if idx != nil {
-			require.NoError(f.t, idx.Add(o.DeepCopyObject()))
-		}
+		f.Seed(f.t, o)
 	}
 }
 
@@ -233,31 +162,12 @@ func (f *fixture) seedUser(namespace string, ref metav1.OwnerReference, identity
 // server holds, and forgets the actions and enqueued owners so far.
 func (f *fixture) catchUp() {
 	f.t.Helper()
-	ctx := context.Background()
-	il, err := f.captf.InfrastructureV1alpha1().TerraformClusterIdentities().List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	var items []interface{}
-	for i := range il.Items {
-		items = append(items, &il.Items[i])
-	}
-	require.NoError(f.t, f.inf.Identities.Informer().GetIndexer().Replace(items, ""))
-	sl, err := f.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	items = nil
-	for i := range sl.Items {
-		if sl.Items[i].Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
-			items = append(items, &sl.Items[i])
-		}
-	}
-	require.NoError(f.t, f.inf.Mirrors.Informer().GetIndexer().Replace(items, ""))
-	f.mu.Lock()
-	f.actions = nil
-	f.enqueued = nil
-	f.mu.Unlock()
+	f.CatchUp(f.t)
+	f.resetActions()
 }
 
 func (f *fixture) sync(name string) error {
-	return f.c.sync(f.ctx, cache.ObjectName{Name: name})
+	return f.c.sync(f.Ctx, cache.ObjectName{Name: name})
 }
 
 func (f *fixture) allActions() []k8stesting.Action {
@@ -341,18 +251,11 @@ func (f *fixture) enqueuedOwners() []string {
 
 // popEvents returns the events recorded since the last call.
 func (f *fixture) popEvents() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-			f.mu.Lock()
-			f.events = append(f.events, e)
-			f.mu.Unlock()
-		default:
-			return out
-		}
-	}
+	out := f.Env.DrainEvents()
+	f.mu.Lock()
+	f.events = append(f.events, out...)
+	f.mu.Unlock()
+	return out
 }
 
 var eventReasons = controllertest.EventReasons
@@ -388,24 +291,18 @@ func (f *fixture) deletes() map[string]types.UID {
 func (f *fixture) checkNoSecretLeak() {
 	f.popEvents()
 	f.mu.Lock()
-	texts := append([]string(nil), f.events...)
+	events := append([]string(nil), f.events...)
 	f.mu.Unlock()
+	var conditions [][]metav1.Condition
 	for _, st := range f.statusWrites() {
-		for _, c := range st.Conditions {
-			texts = append(texts, c.Message)
-		}
+		conditions = append(conditions, st.Conditions)
 	}
-	texts = append(texts, f.logs.String())
-	controllertest.RequireNoSecrets(f.t, f.secrets, texts)
+	f.RequireNoLeak(f.t, events, conditions)
 }
 
 // storedSecret returns the Secret the fake API server holds, nil when none.
 func (f *fixture) storedSecret(ns, name string) *corev1.Secret {
-	s, err := f.kube.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return nil
-	}
-	return s
+	return f.Env.StoredSecret(ns, name)
 }
 
 // waitQueued waits until the queue holds key (timed requeues fire on the
@@ -413,4 +310,12 @@ func (f *fixture) storedSecret(ns, name string) *corev1.Secret {
 func (f *fixture) waitQueued(key cache.ObjectName) {
 	f.t.Helper()
 	controllertest.RequireQueued(f.t, f.queue, key)
+}
+
+// resetActions forgets the actions and enqueued owners recorded so far.
+func (f *fixture) resetActions() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actions = nil
+	f.enqueued = nil
 }

@@ -57,18 +57,18 @@ func withRequiredKeys(id *v1alpha1.TerraformClusterIdentity, keys ...string) *v1
 // updateSource replaces the source Secret in the fake API server.
 func (f *fixture) updateSource(s *corev1.Secret) {
 	f.t.Helper()
-	require.NoError(f.t, f.kube.Tracker().Update(secretsGR, s, sourceNS))
+	require.NoError(f.t, f.Kube.Tracker().Update(secretsGR, s, sourceNS))
 }
 
 // updateIdentity replaces the identity in the fake API server and its
 // informer.
 func (f *fixture) updateIdentity(id *v1alpha1.TerraformClusterIdentity) {
 	f.t.Helper()
-	stored, err := f.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(f.ctx, id.Name, metav1.GetOptions{})
+	stored, err := f.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(f.Ctx, id.Name, metav1.GetOptions{})
 	require.NoError(f.t, err)
 	stored.Spec = id.Spec
 	stored.Generation++
-	require.NoError(f.t, f.captf.Tracker().Update(identityGR, stored, ""))
+	require.NoError(f.t, f.Captf.Tracker().Update(identityGR, stored, ""))
 	f.catchUp()
 }
 
@@ -136,7 +136,7 @@ func TestSyncReadySection14(t *testing.T) {
 			if id == nil {
 				id = newIdentity(identityName, allowAll())
 			}
-			f.secrets = append(f.secrets, credentials.SourceHash(tc.source.Data))
+			f.Secrets = append(f.Secrets, credentials.SourceHash(tc.source.Data))
 			a := newMirror(identityName, "ns-a", tc.source.Data)
 			b := newMirror(identityName, "ns-b", tc.source.Data)
 			f.seed(id, tc.source, a, b, newMirror("other", "ns-a", sourceData()))
@@ -223,7 +223,7 @@ func TestSyncRequeueNotReadySection14(t *testing.T) {
 
 			require.NoError(t, f.sync(identityName))
 
-			controllertest.RequireRequeuedAfter(t, f.queue, f.clock, key, notReadyResync)
+			controllertest.RequireRequeuedAfter(t, f.queue, f.Clock, key, notReadyResync)
 		})
 	}
 }
@@ -273,7 +273,7 @@ func TestSyncCredentialsValid(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, options(consentOff))
-			f.secrets = append(f.secrets, trailing, credentials.SourceHash(tc.data))
+			f.Secrets = append(f.Secrets, trailing, credentials.SourceHash(tc.data))
 			f.seed(newIdentity(identityName, allowAll()), newSource(tc.data))
 
 			require.NoError(t, f.sync(identityName))
@@ -313,7 +313,7 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 	f := newFixture(t, options(consentOff))
 	bad := map[string][]byte{"API_KEY": []byte(trailing + "\n"), "with-dash": []byte("x")}
 	worse := map[string][]byte{"API_KEY": []byte(trailing + "\n"), "with-dash": []byte("x"), "TF_VAR_x": []byte("x")}
-	f.secrets = append(f.secrets, trailing, credentials.SourceHash(bad), credentials.SourceHash(worse))
+	f.Secrets = append(f.Secrets, trailing, credentials.SourceHash(bad), credentials.SourceHash(worse))
 	f.seed(newIdentity(identityName, allowAll()), newSource(bad))
 	pass := func(want ...string) []string {
 		t.Helper()
@@ -335,7 +335,7 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 	// The same keys need attention, the value changed (still ending with a
 	// newline): the report is the same, no event.
 	same := map[string][]byte{"API_KEY": []byte(trailing + "2\n"), "with-dash": []byte("y")}
-	f.secrets = append(f.secrets, credentials.SourceHash(same))
+	f.Secrets = append(f.Secrets, credentials.SourceHash(same))
 	f.updateSource(newSource(same))
 	require.NoError(t, f.sync(identityName))
 	require.Empty(t, f.popEvents(), "the set of keys did not change")
@@ -457,7 +457,7 @@ func TestSyncRotationComplete(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, options(consentOff))
-			f.secrets = append(f.secrets, "0ld-VALUE-x1", hashA)
+			f.Secrets = append(f.Secrets, "0ld-VALUE-x1", hashA)
 			f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()))
 			for _, m := range tc.mirrors {
 				f.seed(m)
@@ -501,7 +501,7 @@ func TestSyncRotationCompleteWhenOldJobEnds(t *testing.T) {
 	for _, end := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
 		t.Run(string(end), func(t *testing.T) {
 			f := newFixture(t, options(consentOff))
-			f.secrets = append(f.secrets, "0ld-VALUE-x1", credentials.SourceHash(old))
+			f.Secrets = append(f.Secrets, "0ld-VALUE-x1", credentials.SourceHash(old))
 			j := newIdentityJob("ns-a", "c1", identityName, credentials.SourceHash(old), "")
 			f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()), newMirror(identityName, "ns-a", sourceData()), j)
 
@@ -518,7 +518,7 @@ func TestSyncRotationCompleteWhenOldJobEnds(t *testing.T) {
 			setJobState(ended, end)
 			ended.ResourceVersion = "2"
 			require.NoError(t, f.inf.Jobs.Informer().GetIndexer().Update(ended))
-			f.clock.Step(time.Minute)
+			f.Clock.Step(time.Minute)
 			require.NoError(t, f.sync(identityName))
 			st := f.lastStatus()
 			requireCondition(t, st, v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)
@@ -532,7 +532,7 @@ func TestSyncRotationCompleteWhenOldJobEnds(t *testing.T) {
 func TestSyncRotationCompleteWhenMirrorCatchesUp(t *testing.T) {
 	old := map[string][]byte{"API_KEY": []byte("0ld-VALUE-x1"), "REGION": []byte("eu-west-1")}
 	f := newFixture(t, options(consentOff))
-	f.secrets = append(f.secrets, "0ld-VALUE-x1", credentials.SourceHash(old))
+	f.Secrets = append(f.Secrets, "0ld-VALUE-x1", credentials.SourceHash(old))
 	f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()), newMirror(identityName, "ns-a", old))
 
 	require.NoError(t, f.sync(identityName))
@@ -541,7 +541,7 @@ func TestSyncRotationCompleteWhenMirrorCatchesUp(t *testing.T) {
 	f.catchUp()
 
 	current := newMirror(identityName, "ns-a", sourceData())
-	require.NoError(t, f.kube.Tracker().Update(secretsGR, current, "ns-a"))
+	require.NoError(t, f.Kube.Tracker().Update(secretsGR, current, "ns-a"))
 	f.catchUp()
 	require.NoError(t, f.sync(identityName))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete)

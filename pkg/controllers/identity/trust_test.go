@@ -112,7 +112,7 @@ func TestSyncRevokesWhenSourceUnreadable(t *testing.T) {
 	revoked := newMirror(identityName, "ns-unlisted", sourceData())
 	f.seed(newIdentity(identityName, &v1alpha1.AllowedNamespaces{List: []string{"ns-listed"}}), newSource(sourceData()),
 		newMirror(identityName, "ns-listed", sourceData()), revoked)
-	f.kube.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	f.Kube.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() == sourceName {
 			return true, nil, apierrors.NewInternalError(errors.New("etcd unavailable"))
 		}

@@ -163,7 +163,7 @@ func TestSyncApplyJobAlreadyExists(t *testing.T) {
 	c1 := newCluster("c1", withFinalizer)
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
 		newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
-	require.NoError(t, f.kube.Tracker().Add(newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning)))
+	require.NoError(t, f.Kube.Tracker().Add(newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning)))
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
@@ -270,7 +270,7 @@ func TestSyncEventsOncePerChange(t *testing.T) {
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
 	f.catchUp()
-	f.clock.Step(syncPeriod)
+	f.Clock.Step(syncPeriod)
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.popEvents(), "the same condition again: no event")
@@ -281,7 +281,7 @@ func TestSyncEventsOncePerChange(t *testing.T) {
 	id := newIdentity(identityName, allowList(testNS))
 	id.Generation = 2
 	require.NoError(t, f.inf.Identities.Informer().GetIndexer().Update(id))
-	require.NoError(t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), sourceNS, sourceName))
+	require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), sourceNS, sourceName))
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
@@ -406,7 +406,7 @@ func TestSyncDeletingWaitsForDisallowedIdentity(t *testing.T) {
 	require.Contains(t, c.Message, v1alpha1.AnnotationAbandonInfrastructure+"="+string(c1.UID))
 	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
 	key := cache.ObjectName{Namespace: testNS, Name: "c1"}
-	controllertest.RequireRequeuedAfter(t, f.c.queues[v1alpha1.KindTerraformCluster], f.clock, key, waitRequeue)
+	controllertest.RequireRequeuedAfter(t, f.c.queues[v1alpha1.KindTerraformCluster], f.Clock, key, waitRequeue)
 }
 
 // V2: the abandon annotation set to the object's UID releases the
@@ -490,7 +490,7 @@ func TestSyncJobCacheLag(t *testing.T) {
 		c1.Status.LastJob = &v1alpha1.JobReference{Name: apply.Name, Action: v1alpha1.JobActionApply, Generation: 1}
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
 			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
-		require.NoError(t, f.kube.Tracker().Add(apply)) // API server only
+		require.NoError(t, f.Kube.Tracker().Add(apply)) // API server only
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
@@ -501,7 +501,7 @@ func TestSyncJobCacheLag(t *testing.T) {
 		c1 := newCluster("c1", deleting)
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
 			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
-		require.NoError(t, f.kube.Tracker().Add(newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning))) // API server only
+		require.NoError(t, f.Kube.Tracker().Add(newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobRunning))) // API server only
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
@@ -515,7 +515,7 @@ func TestSyncJobCacheLag(t *testing.T) {
 		c1.Status.LastJob = &v1alpha1.JobReference{Name: apply.Name, Action: v1alpha1.JobActionApply, Generation: 1}
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
 			newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1)))
-		require.NoError(t, f.kube.Tracker().Add(apply)) // API server only
+		require.NoError(t, f.Kube.Tracker().Add(apply)) // API server only
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 

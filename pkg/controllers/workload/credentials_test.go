@@ -127,7 +127,7 @@ func TestSyncMachineFollowsClusterDefaults(t *testing.T) {
 
 	cluster.Spec.Defaults.IdentityRef = idRef("new")
 	cluster.Generation = 2
-	require.NoError(t, f.captf.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("terraformclusters"), cluster, testNS))
+	require.NoError(t, f.Captf.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("terraformclusters"), cluster, testNS))
 	f.catchUp()
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
@@ -305,7 +305,7 @@ func TestSyncRecreatesDeletedMirror(t *testing.T) {
 	f.catchUp()
 	f.popEvents()
 
-	require.NoError(t, f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, mirrorName))
+	require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, mirrorName))
 	f.catchUp()
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
@@ -416,7 +416,7 @@ func TestSyncMirrorWritesOnlyOnChange(t *testing.T) {
 	f.catchUp()
 
 	// Unchanged pass: a GET of the source and nothing else.
-	f.clock.Step(syncPeriod)
+	f.Clock.Step(syncPeriod)
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.writes(), "an unchanged pass makes no write")
 	require.Equal(t, []string{"get secrets " + sourceNS + "/" + sourceName}, f.readsOf("secrets"), "uncached read every pass")
@@ -425,8 +425,8 @@ func TestSyncMirrorWritesOnlyOnChange(t *testing.T) {
 	// Rotation (R1): the next reconcile copies the new data and hash.
 	rotated := sourceData()
 	rotated["API_KEY"] = []byte("r0tated-VALUE-x1")
-	f.secrets = append(f.secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
-	require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
+	f.Secrets = append(f.Secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName}, f.writes(), "data and hash only; the status did not change")
 	a, _ := f.find("update", "secrets", "")
@@ -535,9 +535,9 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 			events := f.popEvents()
 			require.Equal(t, []string{"Warning " + v1alpha1.EventMirrorConflict}, eventReasons(events))
 			require.Contains(t, events[0], mirrorName)
-			require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName), "recorded for MirrorsConflicted")
+			require.Equal(t, []string{testNS}, f.Tracker.Namespaces(identityName), "recorded for MirrorsConflicted")
 			for _, q := range f.c.queues {
-				controllertest.RequireNothingQueued(t, q, f.clock, "no timed requeue: the resync retries")
+				controllertest.RequireNothingQueued(t, q, f.Clock, "no timed requeue: the resync retries")
 			}
 
 			// Once per change: the same conflict again emits no event.
@@ -659,7 +659,7 @@ func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 	fresh := cached.DeepCopy()
 	fresh.OwnerReferences = append(fresh.OwnerReferences, newcomer)
 	fresh.ResourceVersion = "43"
-	require.NoError(t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), fresh, testNS))
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), fresh, testNS))
 	f.enforceDeletePreconditions()
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
@@ -727,15 +727,15 @@ func TestSyncConflictRecordIsCleared(t *testing.T) {
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1"))
 		f.seedHidden(foreign)
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
-		require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName))
+		require.Equal(t, []string{testNS}, f.Tracker.Namespaces(identityName))
 
 		require.NoError(t, f.inf.Clusters.Informer().GetIndexer().Delete(newCluster("c1")))
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		// Nobody re-records it: it expires (users re-record live conflicts
 		// every sync period, R2).
-		f.clock.Step(conflictTTL + time.Second)
-		require.Empty(t, f.tracker.Namespaces(identityName), "no user of the identity is left in the namespace")
+		f.Clock.Step(controllertest.ConflictTTL + time.Second)
+		require.Empty(t, f.Tracker.Namespaces(identityName), "no user of the identity is left in the namespace")
 	})
 	t.Run("V4 the only user switches to another identity", func(t *testing.T) {
 		f := newFixture(t)
@@ -746,7 +746,7 @@ func TestSyncConflictRecordIsCleared(t *testing.T) {
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newIdentity("next", allowList(testNS)), p1)
 		f.seedHidden(foreign)
 		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
-		require.Equal(t, []string{testNS}, f.tracker.Namespaces(identityName))
+		require.Equal(t, []string{testNS}, f.Tracker.Namespaces(identityName))
 		f.catchUp()
 
 		p1.Spec.IdentityRef = idRef("next")
@@ -755,8 +755,8 @@ func TestSyncConflictRecordIsCleared(t *testing.T) {
 		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
 
 		require.Equal(t, "next", f.lastStatus().Identity)
-		f.clock.Step(conflictTTL + time.Second)
-		require.Empty(t, f.tracker.Namespaces(identityName), "no user of the old identity is left in the namespace")
+		f.Clock.Step(controllertest.ConflictTTL + time.Second)
+		require.Empty(t, f.Tracker.Namespaces(identityName), "no user of the old identity is left in the namespace")
 	})
 }
 

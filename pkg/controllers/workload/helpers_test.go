@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -15,30 +14,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/credentials"
-	captffake "github.com/captf/captf/pkg/generated/clientset/versioned/fake"
-	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 )
 
 const (
 	testNS       = "team-a"
 	otherNS      = "team-b"
-	sourceNS     = "captf-system"
-	sourceName   = "cloud-creds"
+	sourceNS     = controllertest.SourceNS
+	sourceName   = controllertest.SourceName
 	identityName = "prod"
 	moduleImage  = "registry.example.com/modules/network:v1"
 	runnerImage  = "registry.example.com/captf:v0"
@@ -46,43 +36,27 @@ const (
 	// secretValue is a recognisable credential: X1 says it never reaches
 	// an event, a condition message or a log line. Every fixture scans for
 	// it (and for the source hash) when its test ends.
-	secretValue = "s3cr3t-VALUE-x1"
+	secretValue = controllertest.SecretValue
 	// deadline bounds polling; reaching it is a failure, never an assertion.
 	deadline = 10 * time.Second
 )
 
 var (
 	mirrorName = credentials.MirrorName(identityName)
-	epoch      = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	epoch      = controllertest.Epoch
 )
 
-func sourceData() map[string][]byte {
-	return map[string][]byte{"API_KEY": []byte(secretValue), "REGION": []byte("eu-west-1")}
-}
+var (
+	sourceData  = controllertest.SourceData
+	newSource   = controllertest.NewSource
+	newIdentity = controllertest.NewIdentity
+)
 
 // ---------------------------------------------------------------------------
 // Objects.
 
-func newIdentity(name string, allowed *v1alpha1.AllowedNamespaces) *v1alpha1.TerraformClusterIdentity {
-	return &v1alpha1.TerraformClusterIdentity{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-identity-" + name), Generation: 1},
-		Spec: v1alpha1.TerraformClusterIdentitySpec{
-			SecretRef:         v1alpha1.SecretReference{Namespace: sourceNS, Name: sourceName},
-			AllowedNamespaces: allowed,
-		},
-	}
-}
-
 func allowList(ns ...string) *v1alpha1.AllowedNamespaces {
 	return &v1alpha1.AllowedNamespaces{List: ns}
-}
-
-func newSource(data map[string][]byte) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sourceNS, Name: sourceName, UID: "uid-source", ResourceVersion: "5"},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       data,
-	}
 }
 
 func newNamespace(name string, lbls map[string]string) *corev1.Namespace {
@@ -232,26 +206,15 @@ func (a action) String() string {
 }
 
 type fixture struct {
-	t        *testing.T
-	ctx      context.Context
-	logs     ktesting.Buffer
-	kube     *kubefake.Clientset
-	captf    *captffake.Clientset
-	inf      Informers
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
-	tracker  *conflicts.Tracker
-	c        *Controller
+	*controllertest.Env
+	t   *testing.T
+	inf Informers
+	c   *Controller
 
 	mu      sync.Mutex
 	actions []action
 	events  []string
-	// secrets are the values X1 scans for.
-	secrets []string
 }
-
-// conflictTTL is how long a conflict record lives unless seen again.
-const conflictTTL = 25 * time.Minute
 
 // withConsent turns on --require-source-consent (SPEC C1).
 func withConsent(o *Options) { o.RequireSourceConsent = true }
@@ -264,41 +227,20 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 	for _, m := range mods {
 		m(&opts)
 	}
-	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(10)))
-	ctx := klog.NewContext(context.Background(), logger)
-	f := &fixture{
-		t:        t,
-		ctx:      ctx,
-		logs:     logger.GetSink().(ktesting.Underlier).GetBuffer(),
-		kube:     kubefake.NewClientset(),
-		captf:    captffake.NewSimpleClientset(),
-		recorder: record.NewFakeRecorder(100),
-		clock:    clocktesting.NewFakeClock(epoch),
-		secrets:  []string{secretValue, credentials.SourceHash(sourceData())},
-	}
-	f.tracker = conflicts.New(f.clock, conflictTTL)
-	for _, fk := range []*k8stesting.Fake{&f.kube.Fake, &f.captf.Fake} {
-		fk.PrependReactor("*", "*", f.record)
-	}
-	kinf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
-	mirrors := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1alpha1.LabelMirrored + "=" + v1alpha1.LabelTrue // M9
-	}))
-	managed := kubeinformers.NewSharedInformerFactoryWithOptions(f.kube, 0, kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue
-	}))
-	cinf := captfinformers.NewSharedInformerFactory(f.captf, 0).Infrastructure().V1alpha1()
+	env := controllertest.NewEnv(t)
+	f := &fixture{Env: env, t: t}
+	f.Intercept(f.record)
 	f.inf = Informers{
-		Clusters:   cinf.TerraformClusters(),
-		Machines:   cinf.TerraformMachines(),
-		Pools:      cinf.TerraformMachinePools(),
-		Identities: cinf.TerraformClusterIdentities(),
-		Namespaces: kinf.Core().V1().Namespaces(),
-		Mirrors:    mirrors.Core().V1().Secrets(),
-		Jobs:       managed.Batch().V1().Jobs(),
+		Clusters:   env.Cinf.TerraformClusters(),
+		Machines:   env.Cinf.TerraformMachines(),
+		Pools:      env.Cinf.TerraformMachinePools(),
+		Identities: env.Cinf.TerraformClusterIdentities(),
+		Namespaces: env.Kinf.Core().V1().Namespaces(),
+		Mirrors:    env.Mirrors.Core().V1().Secrets(),
+		Jobs:       env.Managed.Batch().V1().Jobs(),
 	}
 	// The informers are never started: tests seed their indexers.
-	c, err := newController(ctx, f.kube, f.captf, f.inf, source.NewReader(f.kube), f.tracker, f.recorder, f.clock, opts)
+	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
 	require.NoError(t, err)
 	f.c = c
 	for _, q := range c.queues {
@@ -342,119 +284,29 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 // source Secret only to the API server.
 func (f *fixture) seed(objs ...runtime.Object) {
 	f.t.Helper()
-	for _, o := range objs {
-		var idx cache.Indexer
-		switch x := o.(type) {
-		case *v1alpha1.TerraformCluster:
-			idx = f.inf.Clusters.Informer().GetIndexer()
-		case *v1alpha1.TerraformMachine:
-			idx = f.inf.Machines.Informer().GetIndexer()
-		case *v1alpha1.TerraformMachinePool:
-			idx = f.inf.Pools.Informer().GetIndexer()
-		case *v1alpha1.TerraformClusterIdentity:
-			idx = f.inf.Identities.Informer().GetIndexer()
-		case *corev1.Namespace:
-			idx = f.inf.Namespaces.Informer().GetIndexer()
-		case *batchv1.Job:
-			idx = f.inf.Jobs.Informer().GetIndexer()
-		case *corev1.Secret:
-			if x.Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
-				idx = f.inf.Mirrors.Informer().GetIndexer()
-			}
-		default:
-			f.t.Fatalf("cannot seed %T", o)
-		}
-		switch o.(type) {
-		case *v1alpha1.TerraformCluster, *v1alpha1.TerraformMachine, *v1alpha1.TerraformMachinePool, *v1alpha1.TerraformClusterIdentity:
-			require.NoError(f.t, f.captf.Tracker().Add(o.DeepCopyObject()))
-		default:
-			require.NoError(f.t, f.kube.Tracker().Add(o.DeepCopyObject()))
-		}
-		if idx != nil {
-			require.NoError(f.t, idx.Add(cached(o.DeepCopyObject())))
-		}
-	}
-}
-
-// cached returns obj as the manager's informers hold it: Secrets without
-// data and Jobs without a pod template (SPEC B1).
-func cached(obj runtime.Object) runtime.Object {
-	var out interface{}
-	switch obj.(type) {
-	case *corev1.Secret:
-		out, _ = credentials.TrimSecretForCache(obj)
-	case *batchv1.Job:
-		out, _ = jobs.TrimForCache(obj)
-	default:
-		return obj
-	}
-	return out.(runtime.Object)
+	f.Seed(f.t, objs...)
 }
 
 // seedHidden adds a Secret to the API server only: a foreign Secret the
 // label-selected informer cannot see (M7, M9).
 func (f *fixture) seedHidden(s *corev1.Secret) {
 	f.t.Helper()
-	require.NoError(f.t, f.kube.Tracker().Add(s.DeepCopy()))
+	require.NoError(f.t, f.Kube.Tracker().Add(s.DeepCopy()))
 }
 
 // catchUp makes the informers hold what the fake API server holds, as if
 // their watches had delivered every event, and forgets the actions so far.
 func (f *fixture) catchUp() {
 	f.t.Helper()
-	ctx := context.Background()
-	replace := func(idx cache.Indexer, items []runtime.Object) {
-		objs := make([]interface{}, 0, len(items))
-		for _, o := range items {
-			objs = append(objs, cached(o))
-		}
-		require.NoError(f.t, idx.Replace(objs, ""))
-	}
-	cl, err := f.captf.InfrastructureV1alpha1().TerraformClusters("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	var items []runtime.Object
-	for i := range cl.Items {
-		items = append(items, &cl.Items[i])
-	}
-	replace(f.inf.Clusters.Informer().GetIndexer(), items)
-	ml, err := f.captf.InfrastructureV1alpha1().TerraformMachines("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	items = nil
-	for i := range ml.Items {
-		items = append(items, &ml.Items[i])
-	}
-	replace(f.inf.Machines.Informer().GetIndexer(), items)
-	pl, err := f.captf.InfrastructureV1alpha1().TerraformMachinePools("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	items = nil
-	for i := range pl.Items {
-		items = append(items, &pl.Items[i])
-	}
-	replace(f.inf.Pools.Informer().GetIndexer(), items)
-	sl, err := f.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	items = nil
-	for i := range sl.Items {
-		if sl.Items[i].Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue {
-			items = append(items, &sl.Items[i])
-		}
-	}
-	replace(f.inf.Mirrors.Informer().GetIndexer(), items)
-	jl, err := f.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	items = nil
-	for i := range jl.Items {
-		items = append(items, &jl.Items[i])
-	}
-	replace(f.inf.Jobs.Informer().GetIndexer(), items)
+	f.CatchUp(f.t)
 	f.resetActions()
 }
 
 // prependKubeReactor adds a reactor to the kube fake in front of the object
 // tracker, behind the recorder (which stays first so it sees every call).
 func (f *fixture) prependKubeReactor(verb, resource string, fn k8stesting.ReactionFunc) {
-	chain := f.kube.ReactionChain
-	f.kube.ReactionChain = append([]k8stesting.Reactor{chain[0], &k8stesting.SimpleReactor{Verb: verb, Resource: resource, Reaction: fn}}, chain[1:]...)
+	chain := f.Kube.ReactionChain
+	f.Kube.ReactionChain = append([]k8stesting.Reactor{chain[0], &k8stesting.SimpleReactor{Verb: verb, Resource: resource, Reaction: fn}}, chain[1:]...)
 }
 
 // enforceDeletePreconditions makes Secret deletes honour UID and
@@ -466,7 +318,7 @@ func (f *fixture) enforceDeletePreconditions() {
 		if pre == nil {
 			return false, nil, nil
 		}
-		obj, err := f.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), d.Namespace, d.Name)
+		obj, err := f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), d.Namespace, d.Name)
 		if err != nil {
 			return false, nil, nil
 		}
@@ -525,18 +377,11 @@ func (f *fixture) find(verb, resource, subresource string) (action, bool) {
 
 // popEvents returns the events recorded since the last call.
 func (f *fixture) popEvents() []string {
-	var out []string
-	for {
-		select {
-		case e := <-f.recorder.Events:
-			out = append(out, e)
-			f.mu.Lock()
-			f.events = append(f.events, e)
-			f.mu.Unlock()
-		default:
-			return out
-		}
-	}
+	out := f.Env.DrainEvents()
+	f.mu.Lock()
+	f.events = append(f.events, out...)
+	f.mu.Unlock()
+	return out
 }
 
 // eventReasons returns "Type Reason" of events.
@@ -571,7 +416,7 @@ func (f *fixture) lastStatus() *v1alpha1.WorkloadStatus {
 
 // sync runs one reconcile of kind's object name in testNS.
 func (f *fixture) sync(kind, name string) error {
-	return f.c.sync(f.ctx, f.c.kinds[kind], cache.ObjectName{Namespace: testNS, Name: name})
+	return f.c.sync(f.Ctx, f.c.kinds[kind], cache.ObjectName{Namespace: testNS, Name: name})
 }
 
 // requireCondition checks a condition's status and reason and returns it.
@@ -648,15 +493,11 @@ func (f *fixture) checkNoSecretLeak() {
 	f.mu.Lock()
 	events := append([]string(nil), f.events...)
 	f.mu.Unlock()
-	var texts []string
-	texts = append(texts, events...)
+	var conditions [][]metav1.Condition
 	for _, st := range f.statusWrites() {
-		for _, c := range st.Conditions {
-			texts = append(texts, c.Message)
-		}
+		conditions = append(conditions, st.Conditions)
 	}
-	texts = append(texts, f.logs.String())
-	controllertest.RequireNoSecrets(f.t, f.secrets, texts)
+	f.RequireNoLeak(f.t, events, conditions)
 }
 
 // requireDeletePreconditions checks the Delete of a Secret carried the
@@ -679,11 +520,7 @@ func requireDeletePreconditions(t *testing.T, a action, uid types.UID, rv string
 
 // stored returns the Secret the fake API server holds, nil when none.
 func (f *fixture) storedSecret(ns, name string) *corev1.Secret {
-	s, err := f.kube.CoreV1().Secrets(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		return nil
-	}
-	return s
+	return f.Env.StoredSecret(ns, name)
 }
 
 // waitQueued waits until kind's queue holds key (timed requeues fire on

@@ -33,14 +33,14 @@ func consenting(s *corev1.Secret, identities string) *corev1.Secret {
 // updateSource replaces the source Secret in the fake API server.
 func (f *fixture) updateSource(s *corev1.Secret) {
 	f.t.Helper()
-	require.NoError(f.t, f.kube.Tracker().Update(secretsGVR, s, sourceNS))
+	require.NoError(f.t, f.Kube.Tracker().Update(secretsGVR, s, sourceNS))
 }
 
 // oldData is the source's data before a rotation; its value and hash are
 // scanned for (X1) by every fixture that uses it.
 func oldData(f *fixture) map[string][]byte {
 	d := map[string][]byte{"API_KEY": []byte("0ld-VALUE-x1"), "REGION": []byte("eu-west-1")}
-	f.secrets = append(f.secrets, "0ld-VALUE-x1", credentials.SourceHash(d))
+	f.Secrets = append(f.Secrets, "0ld-VALUE-x1", credentials.SourceHash(d))
 	return d
 }
 
@@ -60,7 +60,7 @@ func jobWithHash(kind string, o metav1.Object, action v1alpha1.JobAction, genera
 func (f *fixture) stampJobCreation() {
 	f.prependKubeReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		j := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job)
-		j.CreationTimestamp = metav1.NewTime(f.clock.Now())
+		j.CreationTimestamp = metav1.NewTime(f.Clock.Now())
 		return false, nil, nil
 	})
 }
@@ -69,11 +69,11 @@ func (f *fixture) stampJobCreation() {
 // Job controller does.
 func (f *fixture) finishJob(name string, outcome jobOutcome) {
 	f.t.Helper()
-	o, err := f.kube.Tracker().Get(jobsGVR, testNS, name)
+	o, err := f.Kube.Tracker().Get(jobsGVR, testNS, name)
 	require.NoError(f.t, err)
 	j := o.(*batchv1.Job).DeepCopy()
 	j.Status.Conditions = newJob(v1alpha1.KindTerraformCluster, newCluster("x"), v1alpha1.JobActionApply, 1, outcome).Status.Conditions
-	require.NoError(f.t, f.kube.Tracker().Update(jobsGVR, j, testNS))
+	require.NoError(f.t, f.Kube.Tracker().Update(jobsGVR, j, testNS))
 }
 
 // requireNotUsable checks the outcome of a source the object may not use:
@@ -238,10 +238,10 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 			src := consenting(newSource(sourceData()), identityName)
 			tc.withdraw(src)
 			f.updateSource(src)
-			c1, err := f.captf.InfrastructureV1alpha1().TerraformClusters(testNS).Get(f.ctx, "c1", metav1.GetOptions{})
+			c1, err := f.Captf.InfrastructureV1alpha1().TerraformClusters(testNS).Get(f.Ctx, "c1", metav1.GetOptions{})
 			require.NoError(t, err)
 			c1.Generation = 2
-			require.NoError(t, f.captf.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("terraformclusters"), c1, testNS))
+			require.NoError(t, f.Captf.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("terraformclusters"), c1, testNS))
 			f.catchUp()
 
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
@@ -361,7 +361,7 @@ func TestSyncC3MissingRequiredKey(t *testing.T) {
 	// The key is added to the source.
 	complete := sourceData()
 	complete["SECRET_KEY"] = []byte("s3cond-VALUE-x1")
-	f.secrets = append(f.secrets, "s3cond-VALUE-x1", credentials.SourceHash(complete))
+	f.Secrets = append(f.Secrets, "s3cond-VALUE-x1", credentials.SourceHash(complete))
 	f.updateSource(newSource(complete))
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
@@ -383,7 +383,7 @@ func TestSyncC3EmptyValueIsPresent(t *testing.T) {
 	f := newFixture(t)
 	data := sourceData()
 	data["EMPTY"] = []byte{}
-	f.secrets = append(f.secrets, credentials.SourceHash(data))
+	f.Secrets = append(f.Secrets, credentials.SourceHash(data))
 	id := newIdentity(identityName, allowList(testNS))
 	id.Spec.RequiredKeys = []string{"API_KEY", "EMPTY"}
 	f.seed(newSource(data), id, newCluster("c1"))
@@ -517,7 +517,7 @@ func TestSyncC6ReapplyOnRotation(t *testing.T) {
 			f.catchUp()
 
 			// The re-apply Job succeeded: it carries hash B, nothing more.
-			f.clock.Step(time.Minute)
+			f.Clock.Step(time.Minute)
 			f.finishJob(wantName, jobSucceeded)
 			f.catchUp()
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
@@ -536,7 +536,7 @@ func TestSyncC6SecondRotation(t *testing.T) {
 	f.stampJobCreation()
 	old := oldData(f)
 	mid := map[string][]byte{"API_KEY": []byte("m1d-VALUE-x1"), "REGION": []byte("eu-west-1")}
-	f.secrets = append(f.secrets, "m1d-VALUE-x1", credentials.SourceHash(mid))
+	f.Secrets = append(f.Secrets, "m1d-VALUE-x1", credentials.SourceHash(mid))
 	c1 := reapplyCluster(true)
 	r1 := jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(mid))
 	r1.Name = jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)
@@ -562,7 +562,7 @@ func TestSyncC6ReapplyAfterFirstJobDeleted(t *testing.T) {
 	f := newFixture(t)
 	f.stampJobCreation()
 	mid := map[string][]byte{"API_KEY": []byte("m1d-VALUE-x1"), "REGION": []byte("eu-west-1")}
-	f.secrets = append(f.secrets, "m1d-VALUE-x1", credentials.SourceHash(mid))
+	f.Secrets = append(f.Secrets, "m1d-VALUE-x1", credentials.SourceHash(mid))
 	c1 := reapplyCluster(true)
 	r1 := jobWithHash(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded, credentials.SourceHash(mid))
 	r1.Name = jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)

@@ -20,8 +20,8 @@ func (f *fixture) rotate() map[string][]byte {
 	f.t.Helper()
 	rotated := sourceData()
 	rotated["API_KEY"] = []byte("r0tated-VALUE-x1")
-	f.secrets = append(f.secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
-	require.NoError(f.t, f.kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
+	f.Secrets = append(f.Secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
+	require.NoError(f.t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
 	return rotated
 }
 
