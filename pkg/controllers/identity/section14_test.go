@@ -148,7 +148,7 @@ func TestSyncReadySection14(t *testing.T) {
 				requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
 				require.Empty(t, f.deletes())
 				require.Equal(t, []string{"ns-a", "ns-b"}, st.Namespaces)
-				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventSecretFound)
+				require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventSecretFound)
 				return
 			}
 			c := requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, tc.reason)
@@ -165,7 +165,7 @@ func TestSyncReadySection14(t *testing.T) {
 			}
 			require.NotNil(t, f.storedSecret(sourceNS, sourceName), "V6: the source is never deleted")
 			require.NotNil(t, f.storedSecret("ns-a", credentials.MirrorName("other")))
-			require.Equal(t, []string{"Warning " + string(tc.reason)}, eventReasons(f.popEvents()))
+			require.Equal(t, []string{"Warning " + string(tc.reason)}, eventReasons(f.PopEvents()))
 		})
 	}
 }
@@ -180,10 +180,10 @@ func TestSyncReadyEventsSection14(t *testing.T) {
 	pass := func(want ...string) {
 		t.Helper()
 		require.NoError(t, f.sync(identityName))
-		require.Equal(t, want, eventReasons(f.popEvents()))
+		require.Equal(t, want, eventReasons(f.PopEvents()))
 		f.catchUp()
 		require.NoError(t, f.sync(identityName))
-		require.Empty(t, f.popEvents(), "once per change")
+		require.Empty(t, f.PopEvents(), "once per change")
 		require.Empty(t, f.writes(), "S3: an identical pass writes nothing")
 		f.catchUp()
 	}
@@ -280,7 +280,7 @@ func TestSyncCredentialsValid(t *testing.T) {
 
 			st := f.lastStatus()
 			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonSecretFound)
-			events := f.popEvents()
+			events := f.PopEvents()
 			if len(tc.want) == 0 {
 				requireCondition(t, st, v1alpha1.ConditionCredentialsValid, metav1.ConditionTrue, v1alpha1.ReasonKeysValid)
 				require.Equal(t, []string{"Normal " + v1alpha1.EventSecretFound}, eventReasons(events), "no KeysValid event: nothing became clean")
@@ -318,11 +318,11 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 	pass := func(want ...string) []string {
 		t.Helper()
 		require.NoError(t, f.sync(identityName))
-		events := f.popEvents()
+		events := f.PopEvents()
 		require.Equal(t, want, eventReasons(events))
 		f.catchUp()
 		require.NoError(t, f.sync(identityName))
-		require.Empty(t, f.popEvents(), "once per change")
+		require.Empty(t, f.PopEvents(), "once per change")
 		require.Empty(t, f.writes())
 		f.catchUp()
 		return events
@@ -338,7 +338,7 @@ func TestSyncCredentialsValidEvents(t *testing.T) {
 	f.Secrets = append(f.Secrets, credentials.SourceHash(same))
 	f.updateSource(newSource(same))
 	require.NoError(t, f.sync(identityName))
-	require.Empty(t, f.popEvents(), "the set of keys did not change")
+	require.Empty(t, f.PopEvents(), "the set of keys did not change")
 	f.catchUp()
 
 	f.updateSource(newSource(worse))

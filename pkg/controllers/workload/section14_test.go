@@ -178,7 +178,7 @@ func TestSyncC1Consent(t *testing.T) {
 			c := f.requireNotUsable(v1alpha1.ReasonNotOptedIn)
 			require.Contains(t, c.Message, tc.msg)
 			f.requireNoMirrorWrite()
-			require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+			require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 			f.requireSourceReadUncached()
 		})
 	}
@@ -202,13 +202,13 @@ func TestSyncC1NotOptedInDeletesExistingMirror(t *testing.T) {
 	require.Nil(t, f.storedSecret(testNS, mirrorName))
 	require.NotNil(t, f.storedSecret(sourceNS, sourceName), "V6: the source is never deleted")
 	f.requireNotUsable(v1alpha1.ReasonNotOptedIn)
-	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 
 	// Once per change: the same pass again deletes nothing and emits nothing.
 	f.catchUp()
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	require.Empty(t, f.writes())
-	require.Empty(t, f.popEvents())
+	require.Empty(t, f.PopEvents())
 }
 
 // C1: consent withdrawn after a mirror exists (label removed, or the
@@ -233,7 +233,7 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 			require.Len(t, js, 1)
 			f.finishJob(js[0], jobSucceeded)
 			f.catchUp()
-			f.popEvents()
+			f.PopEvents()
 
 			src := consenting(newSource(sourceData()), identityName)
 			tc.withdraw(src)
@@ -254,7 +254,7 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 			st := f.lastStatus()
 			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
 			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
-			require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+			require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 		})
 	}
 }
@@ -304,7 +304,7 @@ func TestSyncC2RefusedSource(t *testing.T) {
 					c := f.requireNotUsable(v1alpha1.ReasonSourceRefused)
 					require.Contains(t, c.Message, src.msg)
 					require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1"}, f.writes())
-					require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+					require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 				})
 				t.Run("existing mirror removed", func(t *testing.T) {
 					f := newFixture(t, mods...)
@@ -324,7 +324,7 @@ func TestSyncC2RefusedSource(t *testing.T) {
 					requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
 					requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 					require.Empty(t, f.createdJobs())
-					require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+					require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 				})
 			})
 		}
@@ -355,7 +355,7 @@ func TestSyncC3MissingRequiredKey(t *testing.T) {
 	require.Empty(t, f.createdJobs(), "C3: no Job starts")
 	f.requireNoMirrorWrite()
 	require.Equal(t, mirror.UID, f.storedSecret(testNS, mirrorName).UID, "C3: the mirror is kept")
-	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.popEvents()))
+	require.Equal(t, []string{"Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
 	f.catchUp()
 
 	// The key is added to the source.

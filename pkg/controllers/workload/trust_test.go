@@ -78,7 +78,7 @@ func TestSyncFailedMirrorWriteIsNeverCurrent(t *testing.T) {
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 			requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 			f.catchUp()
-			f.popEvents()
+			f.PopEvents()
 
 			f.rotate()
 			updates := 0
@@ -98,7 +98,7 @@ func TestSyncFailedMirrorWriteIsNeverCurrent(t *testing.T) {
 			c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1alpha1.ReasonMirrorFailed)
 			require.Contains(t, c.Message, mirrorName)
 			require.NotContains(t, c.Message, "is current")
-			require.Contains(t, eventReasons(f.popEvents()), "Warning "+v1alpha1.EventMirrorConflict)
+			require.Contains(t, eventReasons(f.PopEvents()), "Warning "+v1alpha1.EventMirrorConflict)
 		})
 	}
 }

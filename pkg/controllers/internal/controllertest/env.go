@@ -2,6 +2,7 @@ package controllertest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ type Env struct {
 	Kinf, Mirrors, Managed kubeinformers.SharedInformerFactory
 	// Cinf watches the four captf kinds.
 	Cinf infrainformers.Interface
+
+	mu     sync.Mutex
+	events []string
 }
 
 // NewEnv builds an Env for t.
@@ -130,14 +134,18 @@ func (e *Env) Intercept(reactor k8stesting.ReactionFunc) {
 	}
 }
 
-// DrainEvents returns the events recorded since the last call.
-func (e *Env) DrainEvents() []string {
+// PopEvents returns the events recorded since the last call; every event
+// popped is kept for the X1 scan (RequireNoLeak).
+func (e *Env) PopEvents() []string {
 	var out []string
 	for {
 		select {
 		case ev := <-e.Recorder.Events:
 			out = append(out, ev)
 		default:
+			e.mu.Lock()
+			e.events = append(e.events, out...)
+			e.mu.Unlock()
 			return out
 		}
 	}
@@ -245,9 +253,12 @@ func (e *Env) CatchUp(t testing.TB) {
 
 // RequireNoLeak is X1 at the end of a test: no credential value, and no
 // hash of one, in any event, condition message or log line.
-func (e *Env) RequireNoLeak(t testing.TB, events []string, conditions [][]metav1.Condition) {
+func (e *Env) RequireNoLeak(t testing.TB, conditions [][]metav1.Condition) {
 	t.Helper()
-	texts := append([]string{e.Logs.String()}, events...)
+	e.PopEvents()
+	e.mu.Lock()
+	texts := append([]string{e.Logs.String()}, e.events...)
+	e.mu.Unlock()
 	for _, cs := range conditions {
 		for _, c := range cs {
 			texts = append(texts, c.Message)
