@@ -200,9 +200,6 @@ func (m *manager) metrics(ctx context.Context) (faultkit.Metrics, error) {
 	return met, nil
 }
 
-// rss returns the manager's resident set size in bytes (VmRSS).
-func (m *manager) rss() (int64, error) { return faultkit.RSS(m.PID()) }
-
 func tail(s string, n int) string {
 	if len(s) > n {
 		s = s[len(s)-n:]

@@ -16,8 +16,11 @@
 //	          the new hash (p50, p95, max), once through the identity resync
 //	          (S4: --identity-resync short, --sync-period long) and once through
 //	          the workload resync (R2: the reverse), each with its own manager.
-//	memory    manager RSS before and after -unrelated-secrets 1 KiB Secrets in
-//	          -unrelated-namespaces namespaces that captf does not use.
+//	memory    manager RSS and Go heap before and after -unrelated-secrets 1 KiB
+//	          Secrets in -unrelated-namespaces namespaces that captf does not
+//	          use, then after -labelled-secrets 900 KiB Secrets labelled
+//	          captf.io/mirrored=true (B1: its cache holds no Secret data),
+//	          each beside the data added.
 //	shared    -shared-objects clusters, machines and pools in -shared-namespaces
 //	          namespaces sharing -shared-identities identities: convergence time,
 //	          write conflicts, and every mirror's owner references exactly its
@@ -63,9 +66,14 @@ type Config struct {
 	UnrelatedSecrets    int
 	UnrelatedNamespaces int
 	UnrelatedSize       int
-	SharedObjects       int
-	SharedNamespaces    int
-	SharedIdentities    int
+	// LabelledSecrets Secrets of LabelledSize bytes carry the label the
+	// manager's Secret informer selects on (SPEC B1: any tenant can put it
+	// on its own Secrets); 0 skips that part of the memory scenario.
+	LabelledSecrets  int
+	LabelledSize     int
+	SharedObjects    int
+	SharedNamespaces int
+	SharedIdentities int
 
 	// The manager's client limits and workers (and the baseline's). Zero
 	// values mean the manager's defaults; the manager gets a flag only
@@ -107,6 +115,8 @@ func defaultConfig() *Config {
 		UnrelatedSecrets:    10000,
 		UnrelatedNamespaces: 100,
 		UnrelatedSize:       1024,
+		LabelledSecrets:     200,
+		LabelledSize:        900 << 10,
 		SharedObjects:       2000,
 		SharedNamespaces:    100,
 		SharedIdentities:    10,
@@ -130,6 +140,7 @@ func smokeConfig() *Config {
 	c.Namespaces = 100
 	c.UnrelatedSecrets = 1000
 	c.UnrelatedNamespaces = 10
+	c.LabelledSecrets = 20
 	c.SharedObjects = 200
 	c.SharedNamespaces = 20
 	c.SharedIdentities = 10
@@ -196,13 +207,15 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := defaultConfig()
-	smoke := fs.Bool("smoke", false, "CI-sized run: 100 namespaces, 1,000 unrelated Secrets, 200 shared objects in 20 namespaces, short periods, -check (size flags still override)")
+	smoke := fs.Bool("smoke", false, "CI-sized run: 100 namespaces, 1,000 unrelated Secrets, 20 labelled ones, 200 shared objects in 20 namespaces, short periods, -check (size flags still override)")
 	scenarios := stringList(c.Scenarios)
 	fs.Var(&scenarios, "scenarios", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
 	fs.IntVar(&c.Namespaces, "namespaces", c.Namespaces, "fan-out/rotation/steady: namespaces, one TerraformCluster each")
 	fs.IntVar(&c.UnrelatedSecrets, "unrelated-secrets", c.UnrelatedSecrets, "memory: unrelated Secrets added")
 	fs.IntVar(&c.UnrelatedNamespaces, "unrelated-namespaces", c.UnrelatedNamespaces, "memory: namespaces they are spread over")
 	fs.IntVar(&c.UnrelatedSize, "unrelated-size", c.UnrelatedSize, "memory: bytes of data per unrelated Secret")
+	fs.IntVar(&c.LabelledSecrets, "labelled-secrets", c.LabelledSecrets, "memory: Secrets labelled captf.io/mirrored=true added after the unrelated ones (B1); 0 skips them")
+	fs.IntVar(&c.LabelledSize, "labelled-size", c.LabelledSize, "memory: bytes of data per labelled Secret (at most 1 MiB)")
 	fs.IntVar(&c.SharedObjects, "shared-objects", c.SharedObjects, "shared: clusters, machines and pools")
 	fs.IntVar(&c.SharedNamespaces, "shared-namespaces", c.SharedNamespaces, "shared: namespaces")
 	fs.IntVar(&c.SharedIdentities, "shared-identities", c.SharedIdentities, "shared: identities")
@@ -252,6 +265,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 		apply("namespaces", &c.Namespaces, &s.Namespaces)
 		apply("unrelated-secrets", &c.UnrelatedSecrets, &s.UnrelatedSecrets)
 		apply("unrelated-namespaces", &c.UnrelatedNamespaces, &s.UnrelatedNamespaces)
+		apply("labelled-secrets", &c.LabelledSecrets, &s.LabelledSecrets)
 		apply("shared-objects", &c.SharedObjects, &s.SharedObjects)
 		apply("shared-namespaces", &c.SharedNamespaces, &s.SharedNamespaces)
 		apply("shared-identities", &c.SharedIdentities, &s.SharedIdentities)
@@ -282,6 +296,9 @@ func (c *Config) validate() error {
 	}
 	if c.Namespaces < 1 || c.SharedNamespaces < 1 || c.SharedIdentities < 1 || c.UnrelatedNamespaces < 1 {
 		errs = append(errs, errors.New("-namespaces, -shared-namespaces, -shared-identities and -unrelated-namespaces must be at least 1"))
+	}
+	if c.LabelledSecrets < 0 || c.LabelledSize < 1 || c.LabelledSize > 1<<20-1024 {
+		errs = append(errs, errors.New("-labelled-secrets must not be negative, -labelled-size between 1 and 1 MiB less 1 KiB"))
 	}
 	if c.SharedObjects < c.SharedNamespaces {
 		errs = append(errs, errors.New("-shared-objects must be at least -shared-namespaces"))

@@ -302,6 +302,8 @@ func configMap(c *Config) map[string]any {
 		"unrelatedSecrets":    c.UnrelatedSecrets,
 		"unrelatedNamespaces": c.UnrelatedNamespaces,
 		"unrelatedSize":       c.UnrelatedSize,
+		"labelledSecrets":     c.LabelledSecrets,
+		"labelledSize":        c.LabelledSize,
 		"sharedObjects":       c.SharedObjects,
 		"sharedNamespaces":    c.SharedNamespaces,
 		"sharedIdentities":    c.SharedIdentities,

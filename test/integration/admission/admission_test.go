@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/captf/captf/pkg/admission/certs"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	"github.com/captf/captf/test/controlplane"
@@ -34,24 +32,10 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
-	dir := t.TempDir()
-	ca, err := certs.WriteSelfSigned(dir, []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, ca := framework.WebhookCert(t)
 	m := e.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Webhook: true, WebhookCertDir: dir,
 		Args: []string{"--sync-period=5s", "--identity-resync=2s"}})
-	cfg, err := controlplane.LoadWebhookConfiguration(filepath.Join(e.Root, "manifests/webhook/validating_webhook_configuration.yaml"),
-		fmt.Sprintf("https://127.0.0.1:%d", m.WebhookPort), ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.InstallWebhookConfiguration(ctx, e.Kube, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
-	})
+	e.InstallWebhook(t, m, ca)
 	return &fixture{t: t, e: e, ctx: ctx, m: m, certDir: dir}
 }
 

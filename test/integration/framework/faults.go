@@ -82,6 +82,25 @@ func ScanFilesForSecretValues(t testing.TB, paths []string, forbidden ...string)
 	return total
 }
 
+// RequireNoSecretValuesAnywhere is a package's last X1 scan (SPEC X1):
+// every event and captf status left (RequireNoSecretValues, with the log of
+// the last kept manager) and the log of every manager StartManagerKeepLog
+// ran, killed ones included. It returns how many logs and bytes it read.
+func RequireNoSecretValuesAnywhere(t *testing.T, forbidden ...string) (logs, bytes int) {
+	t.Helper()
+	managers := KeptManagers()
+	if len(managers) == 0 {
+		t.Fatal("no manager ran in this package: the scan would prove nothing")
+	}
+	f := &Fixture{T: t, Env: Get(t), Ctx: Context(t), Manager: managers[len(managers)-1]}
+	f.RequireNoSecretValues(forbidden...)
+	var paths []string
+	for _, m := range managers {
+		paths = append(paths, m.LogPath)
+	}
+	return len(paths), ScanFilesForSecretValues(t, paths, forbidden...)
+}
+
 // ExitError reports whether the manager has exited, and its exit error.
 func (m *Manager) ExitError() (exited bool, err error) {
 	if !m.Exited() {

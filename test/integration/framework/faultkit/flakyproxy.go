@@ -38,6 +38,9 @@ type Faults struct {
 	SlowMin, SlowMax time.Duration
 	// RetryAfter is the 429's Retry-After in seconds (default 1).
 	RetryAfter int
+	// Only, when set, limits the faults to the requests it matches; the
+	// others are forwarded (for example: every read of one Secret fails).
+	Only func(*http.Request) bool
 }
 
 // Fault kinds, the keys of FlakyProxy.Counts.
@@ -207,7 +210,7 @@ func (p *FlakyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stop := context.AfterFunc(streams, cancel)
 	defer stop()
 
-	if f := p.faults.Load(); f != nil {
+	if f := p.faults.Load(); f != nil && (f.Only == nil || f.Only(r)) {
 		x := rand.Float64()
 		switch {
 		case x < f.Error500:

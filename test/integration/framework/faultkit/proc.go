@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // RSS returns a process's resident set size in bytes (VmRSS).
@@ -27,6 +29,28 @@ func RSS(pid int) (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in /proc/<pid>/status")
+}
+
+// MedianRSS returns the median of n RSS samples of pid taken interval
+// apart: one sample catches a garbage collector's peak or trough.
+func MedianRSS(ctx context.Context, pid, n int, interval time.Duration) (int64, error) {
+	var samples []int64
+	for i := range n {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(interval):
+			}
+		}
+		v, err := RSS(pid)
+		if err != nil {
+			return 0, err
+		}
+		samples = append(samples, v)
+	}
+	sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+	return samples[len(samples)/2], nil
 }
 
 // MiB converts bytes to mebibytes.
