@@ -83,11 +83,12 @@ func decide(in inputs) outcome {
 	id := in.identity
 	out := outcome{status: *id.Status.DeepCopy(), stale: map[string]bool{}}
 	if in.sourceUnreadable {
-		for _, m := range in.mirrors {
-			if isMirrorOf(id, m.secret) && !m.allowed {
-				out.revoke(id.Name, m.secret, disallowedWhy(id.Name))
-			}
-		}
+		// B8: V5 needs nothing from the source, and status.namespaces
+		// follows it (S2); everything else waits for a readable source.
+		scratch := outcome{status: *id.Status.DeepCopy(), stale: map[string]bool{}}
+		decideMirrors(in, "", nil, &scratch)
+		out.deletions = scratch.deletions
+		out.status.Namespaces = scratch.status.Namespaces
 		return out
 	}
 	found := in.source != nil

@@ -183,11 +183,11 @@ func TestDecide(t *testing.T) {
 		want: decided{ready: v1alpha1.ReasonSecretNotFound, rotation: v1alpha1.ReasonMirrorsStale,
 			counts: &v1alpha1.MirrorCounts{}, requeue: notReadyResync},
 	}, {
-		name:       "B8: source unreadable: only the V5 revocations, status untouched",
+		name:       "B8: source unreadable: only the V5 revocations, and status.namespaces follows them (S2)",
 		unreadable: true, consent: consentOn,
 		mirrors: []mirrorInput{live("ns-a", old), disallowed, foreign, ownSource},
 		jobs:    []jobInput{runningOld}, conflicted: []string{"ns-z"},
-		want: decided{deleted: []string{"ns-gone"}},
+		want: decided{deleted: []string{"ns-gone"}, namespaces: []string{"ns-a", "ns-own"}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

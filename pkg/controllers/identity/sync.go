@@ -43,8 +43,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	out := decide(in)
 	if readErr != nil {
 		// B8: revocation never waits on the source; the read error makes
-		// the pass retry, and nothing else is decided without the source.
-		return errors.Join(readErr, c.deleteMirrors(ctx, out.deletions))
+		// the pass retry, and nothing else is decided without the source
+		// but that status.namespaces no longer lists what was revoked (S2).
+		if err := c.deleteMirrors(ctx, out.deletions); err != nil {
+			return errors.Join(readErr, err)
+		}
+		identity.Status = out.status
+		return errors.Join(readErr, c.writeStatus(ctx, identity, before))
 	}
 	if err := c.apply(ctx, name, out, in.now); err != nil {
 		return err

@@ -124,4 +124,14 @@ func TestSyncRevokesWhenSourceUnreadable(t *testing.T) {
 	require.Contains(t, err.Error(), "reading source Secret")
 	require.Equal(t, map[string]types.UID{"ns-unlisted/" + mirrorName: revoked.UID}, f.deletes())
 	require.NotNil(t, f.storedSecret("ns-listed", mirrorName), "an allowed namespace keeps its mirror")
+
+	// S2 follows the revocation although the source is still unreadable.
+	f.catchUp()
+	stored, err := f.Captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(f.Ctx, identityName, metav1.GetOptions{})
+	require.NoError(t, err)
+	stored.Status.Namespaces = []string{"ns-listed", "ns-unlisted"}
+	require.NoError(t, f.Captf.Tracker().Update(identityGR, stored, ""))
+	f.CatchUp(t)
+	require.Error(t, f.sync(identityName))
+	require.Equal(t, []string{"ns-listed"}, f.lastStatus().Namespaces)
 }

@@ -134,12 +134,11 @@ func TestRevocationWithSourceUnreadable(t *testing.T) {
 	})
 	narrow(f, id, kept, dropped, orphan)
 	t.Logf("reads of the source refused meanwhile: %d", proxy.Counts()[faultkit.FaultError500])
-	// Not asserted (reported to the lead): while the source cannot be read
-	// the identity controller writes no status, so status.namespaces (S2)
-	// still lists the namespaces just revoked.
-	if got := identity(f, id).Status.Namespaces; len(got) != 1 {
-		t.Logf("known gap: with the source unreadable, status.namespaces is not updated after the revocation: %v", got)
-	}
+	// S2 follows the revocation while the source is still unreadable.
+	f.WaitFor("status.namespaces lists only the namespace still allowed", func() (bool, string) {
+		got := identity(f, id).Status.Namespaces
+		return len(got) == 1 && got[0] == kept, fmt.Sprintf("status.namespaces %v", got)
+	})
 }
 
 // revocationSetup creates a source, an identity allowing three namespaces
