@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // IdentityReference names a TerraformClusterIdentity.
@@ -129,3 +130,22 @@ type WorkloadStatus struct {
 
 // GetConditions returns the status conditions.
 func (s *WorkloadStatus) GetConditions() []metav1.Condition { return s.Conditions }
+
+// VariablesOf returns the spec.variables (SPEC T3) of a TerraformCluster,
+// TerraformMachine or TerraformMachinePool as JSON, nil when unset or for
+// any other object. The slice is the object's: do not modify it.
+func VariablesOf(obj runtime.Object) []byte {
+	var v *runtime.RawExtension
+	switch o := obj.(type) {
+	case *TerraformCluster:
+		v = o.Spec.Variables
+	case *TerraformMachine:
+		v = o.Spec.Variables
+	case *TerraformMachinePool:
+		v = o.Spec.Variables
+	}
+	if v == nil {
+		return nil
+	}
+	return v.Raw
+}
