@@ -26,6 +26,14 @@ control-plane: ## Build etcd, kube-apiserver, kube-controller-manager and kubect
 tofu: ## Build OpenTofu into bin/tofu from the Go module proxy (skipped when built for the pinned version); test/tofu needs it.
 	hack/build-tofu.sh
 
+.PHONY: node-binaries
+node-binaries: ## Build kubelet, kube-scheduler, kube-proxy and the image tools into bin/ (skipped when present).
+	hack/build-control-plane.sh --node
+
+.PHONY: node-prereqs
+node-prereqs: ## Install the node's Debian packages (containerd, runc, CNI plugins, iptables) when missing; root.
+	hack/node-prereqs.sh
+
 .PHONY: run
 run: ## Run a local control plane, the manager and a sample in the foreground (Ctrl-C stops all).
 	hack/local-up.sh
@@ -40,6 +48,13 @@ test-unit: ## Unit tests (with the race detector) and the fuzz seed corpora.
 .PHONY: test-integration
 test-integration: control-plane ## Integration tests against a real control plane.
 	$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout 40m ./test/...
+
+# A real node (issue 12; docs/local-control-plane.md, "A node"): root, the
+# Debian packages, the node binaries. Not part of make test yet.
+.PHONY: test-node
+test-node: control-plane node-binaries ## Pods on a real node: Job with Secrets under Pod Security restricted, in-cluster API access, clean teardown (root).
+	hack/node-prereqs.sh
+	CAPTF_NODE_TEST=1 $(GO) test -count=1 -v -timeout 20m -run 'TestNode|TestJanitor' ./test/node/... ./test/controlplane/
 
 .PHONY: verify
 verify: ## gofmt, go vet, generated code up to date.

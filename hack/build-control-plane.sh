@@ -3,28 +3,64 @@
 # kubectl) from Go modules into bin/, at the versions pinned in hack/tools/*/go.mod.
 # A binary already built for the pinned version is kept: the stamp file
 # bin/.<name>.version records which version it was built from.
+#
+#   hack/build-control-plane.sh            the control plane (make control-plane)
+#   hack/build-control-plane.sh --node     only the node: kubelet, kube-scheduler,
+#                                          kube-proxy (make node-binaries)
+#
 # See docs/local-control-plane.md.
 set -euo pipefail
+
+node=false
+for arg in "$@"; do
+  case "${arg}" in
+    --node) node=true ;;
+    *) echo "build-control-plane: unknown argument ${arg}" >&2; exit 2 ;;
+  esac
+done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="${root}/bin"
 mkdir -p "${bin}"
 
-# build <dir under hack/tools> <binary name> <package> <version string>
+# build <dir under hack/tools> <binary name> <package> <version string> [ldflags]
+# The stamp is the version string; callers that pass ldflags put a marker for
+# them into it, so that changing the flags rebuilds.
 build() {
-  local dir=$1 name=$2 pkg=$3 version=$4
+  local dir=$1 name=$2 pkg=$3 version=$4 ldflags=${5:-}
   local stamp="${bin}/.${name}.version"
   if [[ -x "${bin}/${name}" && -f "${stamp}" && "$(cat "${stamp}")" == "${version}" ]]; then
     return 0
   fi
   echo ">> building ${name} (${version}); the first build takes minutes, later ones hit the Go cache" >&2
   local start=${SECONDS}
-  (cd "${root}/hack/tools/${dir}" && CGO_ENABLED=0 go build -trimpath -o "${bin}/${name}" "${pkg}")
+  (cd "${root}/hack/tools/${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${bin}/${name}" "${pkg}")
   echo "${version}" >"${stamp}"
   echo ">> built ${name} in $((SECONDS - start))s" >&2
 }
 
 kube_version=$(cd "${root}/hack/tools/kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+
+if ${node}; then
+  # The node's binaries report the release they are built from: unstamped
+  # they say v0.0.0, which the kubelet puts into the Node's status and
+  # kubectl version cannot parse.
+  minor=${kube_version#v*.}; minor=${minor%%.*}
+  major=${kube_version#v}; major=${major%%.*}
+  version_ldflags="-X k8s.io/component-base/version.gitVersion=${kube_version}"
+  version_ldflags+=" -X k8s.io/component-base/version.gitMajor=${major}"
+  version_ldflags+=" -X k8s.io/component-base/version.gitMinor=${minor}"
+  version_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  for cmd in kubelet kube-scheduler kube-proxy; do
+    build kube "${cmd}" "k8s.io/kubernetes/cmd/${cmd}" "${kube_version}+stamped" "${version_ldflags}"
+  done
+  # The image builder and the pause image's binary: small, built every time
+  # (the Go cache makes that a second), so they follow their sources.
+  (cd "${root}/hack/tools/images" && CGO_ENABLED=0 go build -trimpath -o "${bin}/captf-images" . \
+    && CGO_ENABLED=0 go build -trimpath -o "${bin}/captf-pause" ./pause)
+  exit 0
+fi
+
 etcd_version=$(cd "${root}/hack/tools/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 
 build etcd etcd go.etcd.io/etcd/server/v3 "${etcd_version}"

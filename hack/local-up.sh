@@ -4,7 +4,12 @@
 # the manager's RBAC, `captf manager` out-of-cluster as its ServiceAccount
 # user, and (unless --no-sample) a sample identity and cluster.
 #
-#   hack/local-up.sh [--no-sample] [--consent]      (make run)
+#   hack/local-up.sh [--no-sample] [--consent] [--node]     (make run)
+#
+# --node (off for now) also starts a node, so Jobs run: it installs the
+# Debian packages when missing and needs root; without, it says so and
+# runs the control plane alone. The manager's Jobs then use the captf image
+# imported as captf.local/captf:dev. See docs/local-control-plane.md.
 #
 # --consent runs the manager with --require-source-consent (SPEC C1): source
 # Secrets are usable only when labelled captf.io/credential=true and listing
@@ -18,13 +23,16 @@
 set -euo pipefail
 
 # A background job of a non-interactive shell starts with SIGINT ignored, and
-# bash cannot trap a signal that was ignored when it started. Re-run under
-# timeout(1) (no time limit), which handles SIGINT itself and so hands this
-# script SIGINT at its default: the trap below then stops everything on
-# Ctrl-C or SIGINT however the script was started.
+# bash cannot trap a signal that was ignored when it started. Re-exec this
+# script with SIGINT at its default (env --default-signal, GNU coreutils
+# 8.31+): the trap below then stops everything on Ctrl-C or SIGINT however
+# the script was started. It must stay the same process in the same process
+# group, so that `kill -INT -- -PGID` (how scripts and CI stop a job tree)
+# reaches it; timeout(1), used here before, moves itself into a group of its
+# own, and a KILL of the caller's group then orphaned the control plane.
 if [[ -z "${CAPTF_LOCAL_UP_CHILD:-}" ]] && (( 16#$(awk '/^SigIgn:/ {print $2}' /proc/$$/status) & 2 )); then
   export CAPTF_LOCAL_UP_CHILD=1
-  exec timeout 0 "$0" "$@"
+  exec env --default-signal=INT "$0" "$@"
 fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,11 +41,13 @@ local_dir="${root}/.local"
 bin="${root}/bin"
 sample=true
 consent_args=""
+node=false
 for arg in "$@"; do
   case "${arg}" in
     --no-sample) sample=false ;;
+    --node) node=true ;;
     --consent) consent_args="--require-source-consent" ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "local-up: unknown argument ${arg} (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -80,6 +90,16 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 "${root}/hack/build-control-plane.sh"
+node_args=""
+if ${node}; then
+  if "${root}/hack/node-prereqs.sh"; then
+    "${root}/hack/build-control-plane.sh" --node
+    node_args="--node"
+  else
+    log "no node (see above): running the control plane alone; Jobs will stay Pending"
+    node=false
+  fi
+fi
 log "building captf"
 go build -o "${bin}/captf" ./cmd/captf
 go build -o "${bin}/captf-controlplane" ./test/controlplane/cmd/captf-controlplane
@@ -87,7 +107,7 @@ go build -o "${bin}/captf-probe" ./hack/probe
 
 rm -f "${local_dir}/controlplane.env" "${local_dir}/controlplane.ready"
 log "starting etcd, kube-apiserver, kube-controller-manager"
-"${bin}/captf-controlplane" --dir "${local_dir}" --bin-dir "${bin}" --crds "${root}/manifests/crds" \
+"${bin}/captf-controlplane" --dir "${local_dir}" --bin-dir "${bin}" --crds "${root}/manifests/crds" ${node_args} \
   >"${local_dir}/controlplane.log" 2>&1 &
 controlplane_pid=$!
 for _ in $(seq 1 240); do
@@ -102,9 +122,17 @@ done
 source "${local_dir}/controlplane.env"
 
 kubectl=("${bin}/kubectl" --kubeconfig "${local_dir}/kubeconfig")
+runner_image=ghcr.io/captf/captf:latest
+if ${node}; then
+  log "importing the captf image into the node's containerd"
+  "${bin}/captf-images" captf -repo "${root}" -address "${CONTAINERD_ADDRESS}" >&2
+  runner_image=captf.local/captf:dev
+fi
 log "installing the manager's RBAC"
 "${kubectl[@]}" apply -f manifests/manager/namespace.yaml >/dev/null
 "${kubectl[@]}" apply -k manifests/rbac >/dev/null
+log "installing the trust-boundary admission policy (SPEC B3)"
+"${kubectl[@]}" apply -k manifests/policy >/dev/null
 
 log "starting captf manager (extra flags: ${consent_args} ${CAPTF_ARGS:-none})"
 # shellcheck disable=SC2086
@@ -114,7 +142,7 @@ log "starting captf manager (extra flags: ${consent_args} ${CAPTF_ARGS:-none})"
   --webhook-host 127.0.0.1 --webhook-port "${MANAGER_WEBHOOK_PORT}" --webhook-cert-dir "${local_dir}/webhook" \
   --metrics-bind-address "127.0.0.1:${MANAGER_METRICS_PORT}" \
   --health-probe-bind-address "127.0.0.1:${MANAGER_HEALTH_PORT}" \
-  --runner-image ghcr.io/captf/captf:latest \
+  --runner-image "${runner_image}" \
   ${consent_args} ${CAPTF_ARGS:-} >"${local_dir}/manager.log" 2>&1 &
 manager_pid=$!
 ready=false

@@ -66,7 +66,15 @@ func startServer(t *testing.T, routes ...Route) *testServer {
 // startServerIn serves routes with the certificate already in dir.
 func startServerIn(t *testing.T, dir string, caPEM []byte, routes ...Route) *testServer {
 	t.Helper()
-	srv, err := NewServer(Options{Addr: "127.0.0.1:0", CertDir: dir, CertReloadInterval: 10 * time.Millisecond}, routes...)
+	return startServerOpts(t, Options{Addr: "127.0.0.1:0", CertDir: dir, CertReloadInterval: 10 * time.Millisecond}, caPEM, routes...)
+}
+
+// startServerOpts serves routes with opts, whose CertDir holds a
+// certificate signed by caPEM.
+func startServerOpts(t *testing.T, opts Options, caPEM []byte, routes ...Route) *testServer {
+	t.Helper()
+	dir := opts.CertDir
+	srv, err := NewServer(opts, routes...)
 	require.NoError(t, err)
 
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(10), ktesting.BufferLogs(true)))

@@ -14,6 +14,9 @@ const (
 	// and requests refused before a validator ran (method, content type,
 	// size, malformed review, v1beta1, wrong resource or kind).
 	resultError = "error"
+	// resultThrottled is a request answered 429 over the in-flight cap
+	// (SPEC B5), before anything of it was read (operation "unknown").
+	resultThrottled = "throttled"
 )
 
 // operationUnknown labels requests whose operation is not known: refused
@@ -26,7 +29,7 @@ var (
 		Namespace:      "captf",
 		Subsystem:      "admission",
 		Name:           "requests_total",
-		Help:           "Admission requests answered by the captf webhook, by operation and result (allowed, denied, error).",
+		Help:           "Admission requests answered by the captf webhook, by operation and result (allowed, denied, error, throttled: refused with 429 over the in-flight cap).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation", "result"})
 

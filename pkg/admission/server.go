@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,14 @@ const (
 	DefaultAddr               = ":9443"
 	DefaultCertReloadInterval = 10 * time.Second
 	DefaultShutdownTimeout    = 15 * time.Second
+	// DefaultMaxInFlight caps concurrent requests (SPEC B5). A validator
+	// answers in milliseconds (one SubjectAccessReview, lister reads), so 32
+	// at once is far beyond what the API server replicas send in normal
+	// operation, and small enough that a flood costs bounded memory.
+	DefaultMaxInFlight = 32
+	// retryAfterSeconds is the Retry-After of a request refused over the
+	// cap. The API server's webhook client retries on a 429 that carries it.
+	retryAfterSeconds = 1
 )
 
 // HTTP server limits. The API server's webhook calls last at most 30s and
@@ -48,6 +57,10 @@ type Options struct {
 	// ShutdownTimeout bounds how long Run waits for in-flight requests once
 	// its context is done; DefaultShutdownTimeout when zero.
 	ShutdownTimeout time.Duration
+	// MaxInFlight caps the requests served at once (SPEC B5); one more is
+	// answered 429 Too Many Requests with Retry-After at once, never queued.
+	// DefaultMaxInFlight when zero.
+	MaxInFlight int
 }
 
 // Server serves admission webhooks over TLS (SPEC X3, X4).
@@ -67,8 +80,11 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = DefaultAddr
 	}
-	if opts.CertReloadInterval < 0 || opts.ShutdownTimeout < 0 {
-		return nil, errors.New("admission webhook server: negative CertReloadInterval or ShutdownTimeout")
+	if opts.CertReloadInterval < 0 || opts.ShutdownTimeout < 0 || opts.MaxInFlight < 0 {
+		return nil, errors.New("admission webhook server: negative CertReloadInterval, ShutdownTimeout or MaxInFlight")
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
 	}
 	if opts.CertReloadInterval == 0 {
 		opts.CertReloadInterval = DefaultCertReloadInterval
@@ -123,7 +139,7 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 		NextProtos: []string{"http/1.1"},
 	}
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           newInFlightLimit(opts.MaxInFlight, mux),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -139,6 +155,39 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 		certs:    certs,
 		srv:      srv,
 	}, nil
+}
+
+// inFlightLimit serves at most cap(slots) requests at once and answers any
+// other at once with 429 and Retry-After (SPEC B5): a burst, or a client
+// that holds requests open, costs a bounded number of goroutines doing
+// work and no queue, and the API server's webhook client retries after
+// the delay it is given.
+type inFlightLimit struct {
+	slots chan struct{}
+	next  http.Handler
+}
+
+func newInFlightLimit(n int, next http.Handler) *inFlightLimit {
+	return &inFlightLimit{slots: make(chan struct{}, n), next: next}
+}
+
+func (l *inFlightLimit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case l.slots <- struct{}{}:
+		defer func() { <-l.slots }()
+		l.next.ServeHTTP(w, r)
+	default:
+		// The body is not read: the connection is closed after the answer
+		// rather than drained, so the refusal costs no more than this.
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = fmt.Fprintf(w, "too many concurrent admission requests (more than %d): retry after %d s\n", cap(l.slots), retryAfterSeconds)
+		requestsTotal.WithLabelValues(operationUnknown, resultThrottled).Inc()
+		klog.FromContext(r.Context()).V(2).Info("Refused admission request over the in-flight cap", "path", clip(r.URL.Path), "remoteAddr", r.RemoteAddr, "maxInFlight", cap(l.slots))
+	}
 }
 
 // handle registers route on mux, turning ServeMux's panic on a pattern it

@@ -572,6 +572,10 @@ func TestNewServerRefusesBadConfiguration(t *testing.T) {
 			"lacks a version or kind",
 		},
 		"bad address": {Options{Addr: "127.0.0.1:-1", CertDir: dir}, []Route{identityRoute(allow)}, "listening on"},
+		"negative in-flight cap": {
+			Options{Addr: "127.0.0.1:0", CertDir: dir, MaxInFlight: -1}, []Route{identityRoute(allow)},
+			"negative CertReloadInterval, ShutdownTimeout or MaxInFlight",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv, err := NewServer(tc.opts, tc.routes...)

@@ -160,6 +160,8 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 	srv, err := admission.NewServer(admission.Options{
 		Addr:    net.JoinHostPort(o.WebhookHost, strconv.Itoa(o.WebhookPort)),
 		CertDir: o.WebhookCertDir,
+		// SPEC B5.
+		MaxInFlight: o.WebhookMaxInFlight,
 	}, v.Route())
 	if err != nil {
 		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s): %w", o.WebhookPort, o.WebhookCertDir, err)

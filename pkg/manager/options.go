@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"time"
+
+	"github.com/captf/captf/pkg/admission"
 )
 
 // Options are the flags of `captf manager` (SPEC section 12).
@@ -42,6 +44,9 @@ type Options struct {
 	WebhookHost string
 	// WebhookCertDir holds tls.crt and tls.key for the webhook.
 	WebhookCertDir string
+	// WebhookMaxInFlight caps the webhook's concurrent requests; more are
+	// answered 429 with Retry-After (SPEC B5).
+	WebhookMaxInFlight int
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
 	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized
@@ -79,6 +84,7 @@ func NewOptions() *Options {
 		RetryPeriod:            2 * time.Second,
 		WebhookPort:            9443,
 		WebhookCertDir:         "/tmp/k8s-webhook-server/serving-certs",
+		WebhookMaxInFlight:     admission.DefaultMaxInFlight,
 		MetricsBindAddress:     ":8080",
 		MetricsSecure:          true,
 		HealthProbeBindAddress: ":8081",
@@ -104,6 +110,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhook server; 0 disables it.")
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to. Empty: every address.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory with the webhook's tls.crt and tls.key; reloaded when they change.")
+	fs.IntVar(&o.WebhookMaxInFlight, "webhook-max-in-flight", o.WebhookMaxInFlight, "Admission requests the webhook serves at once; more are answered 429 with Retry-After, never queued (SPEC B5).")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, only to callers whose bearer token passes a TokenReview and a SubjectAccessReview for get on the non-resource URL /metrics (SPEC B4). false serves plain HTTP to anyone: local debugging only.")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with the /metrics tls.crt and tls.key; reloaded when they change. Empty: a self-signed certificate generated at start.")
@@ -135,6 +142,9 @@ func (o *Options) Validate() error {
 	}
 	if !o.MetricsSecure && o.MetricsCertDir != "" {
 		errs = append(errs, errors.New("--metrics-cert-dir needs --metrics-secure=true: plain HTTP uses no certificate"))
+	}
+	if o.WebhookMaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--webhook-max-in-flight must be at least 1, got %d", o.WebhookMaxInFlight))
 	}
 	if o.LeaderElect {
 		if o.LeaderElectionID == "" {

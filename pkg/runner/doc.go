@@ -4,9 +4,16 @@
 // envfilter): it drops the forbidden TF_ and KUBE_ variables and logs their
 // names (never values, X1), then runs `terraform init -input=false` followed
 // by `terraform apply -auto-approve -input=false` or `terraform destroy
-// -auto-approve -input=false` in the module directory (J5, J6), and exits
-// with Terraform's exit code, which the Job controller turns into the J7
-// conditions.
+// -auto-approve -input=false` (J5, J6), each with -no-color and
+// -lock-timeout (T8), and exits with Terraform's exit code, which the Job
+// controller turns into the J7 conditions.
+//
+// With --workdir it runs in a writable copy of the module directory, which
+// it never modifies (T2); with --state-namespace and --state-suffix it
+// replaces the module's backend with the kubernetes backend, configured on
+// init's command line (T2); the object's variables arrive in CAPTF_VARIABLES
+// and reach Terraform as captf.auto.tfvars.json in the working copy (T3);
+// --home gives Terraform a writable HOME (T6).
 //
 // Stop requests (SIGTERM, SIGINT, or cancellation of the caller's context)
 // are forwarded to Terraform so that it can release its state lock; a second

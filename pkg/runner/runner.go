@@ -33,6 +33,10 @@ const (
 	// and still reports what happened.
 	DefaultStopTimeout = 570 * time.Second
 
+	// DefaultLockTimeout is how long Terraform waits for the state lock
+	// (SPEC T8) unless --lock-timeout says otherwise.
+	DefaultLockTimeout = 300 * time.Second
+
 	// waitDelay bounds how long the runner waits for the output pipes after
 	// Terraform has exited, in case a provider it started still holds them.
 	waitDelay = 10 * time.Second
@@ -63,7 +67,14 @@ type config struct {
 	command     string // apply or destroy
 	terraform   string // --terraform as given
 	chdir       string // --chdir, absolute
+	workdir     string // --workdir, "" to run in the module directory
+	home        string // --home, "" to keep the environment's HOME
+	lockTimeout time.Duration
 	stopTimeout time.Duration
+
+	// State in the kubernetes backend (SPEC T2): both or neither.
+	stateNamespace, stateSuffix string
+	stateKubeconfig             string // out of cluster only, absolute
 }
 
 // run is Main with the signal source injected, so tests can deliver signals
@@ -107,18 +118,70 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		return fail("%v", err)
 	}
 
+	// SPEC T3: the variables are checked before anything is written.
+	var varsFile []byte
+	var varNames []string
+	if value, ok := lookupEnv(environ, VariablesEnv); ok {
+		if cfg.workdir == "" {
+			return fail("%s is set but --workdir is not: the variables file is written only into a working copy, never into the module directory", VariablesEnv)
+		}
+		if varsFile, varNames, err = parseVariables(value); err != nil {
+			return fail("%v", err)
+		}
+	}
+
+	// SPEC T2: a writable copy of the module directory, which stays as the
+	// image has it.
+	dir := cfg.chdir
+	if cfg.workdir != "" {
+		mod, wd, err := prepareWorkdir(cfg.chdir, cfg.workdir)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if err := copyModule(mod, wd); err != nil {
+			return fail("copying the module directory %q to the working directory %q: %v", mod, wd, err)
+		}
+		fmt.Fprintf(stderr, "captf runner: copied the module directory %s to the working directory %s\n", mod, wd)
+		dir = wd
+	}
+	if varsFile != nil {
+		if err := writeFile(filepath.Join(dir, VariablesFile), varsFile); err != nil {
+			return fail("writing %s: %v", VariablesFile, err)
+		}
+		names := showNames(varNames)
+		if len(varNames) == 0 {
+			names = "(none)"
+		}
+		fmt.Fprintf(stderr, "captf runner: wrote %d input variables from %s to %s (SPEC T3): %s\n",
+			len(varNames), VariablesEnv, VariablesFile, names)
+	}
+	if cfg.stateNamespace != "" {
+		if err := writeFile(filepath.Join(dir, BackendOverrideFile), []byte(backendOverride)); err != nil {
+			return fail("writing %s: %v", BackendOverrideFile, err)
+		}
+		fmt.Fprintf(stderr, "captf runner: state in the kubernetes backend (SPEC T2): Secret tfstate-default-%s in namespace %s\n", cfg.stateSuffix, cfg.stateNamespace)
+	}
+	if cfg.home != "" {
+		if err := os.MkdirAll(cfg.home, 0o700); err != nil {
+			return fail("creating the home directory: %v", err)
+		}
+	}
+
 	kept, dropped := envfilter.Filter(environ)
 	logDropped(stderr, dropped)
+	// The variables reach Terraform as the file only.
+	kept = slices.DeleteFunc(kept, func(e string) bool { return envName(e) == VariablesEnv })
+	if cfg.home != "" {
+		kept = slices.DeleteFunc(kept, func(e string) bool { return envName(e) == "HOME" })
+		kept = append(kept, "HOME="+cfg.home)
+	}
 	// A shell's cd would update PWD, and os/exec only does it when it builds
 	// the environment itself; without this Terraform would see the runner's
 	// directory in PWD.
-	env := append(kept, "PWD="+cfg.chdir)
+	env := append(kept, "PWD="+dir)
 
 	s := &supervisor{sigs: sigs, done: ctx.Done(), timeout: cfg.stopTimeout, stderr: stderr}
-	steps := [][]string{
-		{"init", "-input=false"},
-		{cfg.command, "-auto-approve", "-input=false"},
-	}
+	steps := [][]string{cfg.initArgs(), cfg.commandArgs()}
 	var results []result
 	for _, args := range steps {
 		s.poll()
@@ -126,8 +189,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 			results = append(results, result{name: args[0]})
 			continue
 		}
-		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(args, " "), cfg.chdir)
-		r, err := s.run(path, args, cfg.chdir, env, stdout, stderr)
+		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(args, " "), dir)
+		r, err := s.run(path, args, dir, env, stdout, stderr)
 		if err != nil {
 			return fail("%s could not start: %v", args[0], err)
 		}
@@ -157,7 +220,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset := flag.NewFlagSet("captf runner "+cfg.command, flag.ContinueOnError)
 	fset.SetOutput(io.Discard) // errors are reported by the caller, on one line
 	fset.StringVar(&cfg.terraform, "terraform", "terraform", "Terraform executable: a name looked up in PATH, or a path")
-	fset.StringVar(&cfg.chdir, "chdir", "", "module directory to run Terraform in (default the working directory)")
+	fset.StringVar(&cfg.chdir, "chdir", "", "module directory (default the working directory); with --workdir it is only read")
+	fset.StringVar(&cfg.workdir, "workdir", "", "existing empty directory to copy the module directory into and run Terraform in (SPEC T2); without it Terraform runs in the module directory")
+	fset.StringVar(&cfg.home, "home", "", "HOME for Terraform, created if missing (its CLI configuration and plugin cache must be writable)")
+	fset.DurationVar(&cfg.lockTimeout, "lock-timeout", DefaultLockTimeout, "how long Terraform waits for the state lock, whole seconds (SPEC T8); 0s fails at once")
+	fset.StringVar(&cfg.stateNamespace, "state-namespace", "", "namespace of the state in the kubernetes backend (SPEC T2); needs --state-suffix")
+	fset.StringVar(&cfg.stateSuffix, "state-suffix", "", "secret_suffix of the state in the kubernetes backend (SPEC T2); needs --state-namespace")
+	fset.StringVar(&cfg.stateKubeconfig, "state-kubeconfig", "", "kubeconfig for the kubernetes backend instead of the in-cluster config (debugging out of cluster); needs the state flags")
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
 	err := fset.Parse(args[1:])
 	switch {
@@ -172,6 +241,31 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("%s: unexpected argument %q (see captf runner %s -h)", cfg.command, fset.Arg(0), cfg.command)
 	case cfg.stopTimeout <= 0:
 		return config{}, fmt.Errorf("%s: --stop-timeout must be positive, got %v", cfg.command, cfg.stopTimeout)
+	case cfg.lockTimeout < 0 || cfg.lockTimeout%time.Second != 0:
+		return config{}, fmt.Errorf("%s: --lock-timeout must be a whole number of seconds, 0s or more, got %v", cfg.command, cfg.lockTimeout)
+	case cfg.stateNamespace != "" && cfg.stateSuffix == "":
+		return config{}, fmt.Errorf("%s: --state-namespace needs --state-suffix: the kubernetes backend takes both, or leave both out for local state", cfg.command)
+	case cfg.stateNamespace == "" && cfg.stateSuffix != "":
+		return config{}, fmt.Errorf("%s: --state-suffix needs --state-namespace: the kubernetes backend takes both, or leave both out for local state", cfg.command)
+	case cfg.stateKubeconfig != "" && cfg.stateNamespace == "":
+		return config{}, fmt.Errorf("%s: --state-kubeconfig needs --state-namespace and --state-suffix", cfg.command)
+	}
+	if cfg.stateNamespace != "" {
+		if err := checkState(cfg.stateNamespace, cfg.stateSuffix); err != nil {
+			return config{}, fmt.Errorf("%s: %v", cfg.command, err)
+		}
+	}
+	// Terraform runs in another directory than the runner: relative paths
+	// are made absolute against the runner's.
+	for _, p := range []*string{&cfg.home, &cfg.stateKubeconfig} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return config{}, fmt.Errorf("%s: %v", cfg.command, err)
+		}
+		*p = abs
 	}
 	return cfg, nil
 }
@@ -215,6 +309,22 @@ func executable(path string) error {
 	return nil
 }
 
+// lookupEnv is os.LookupEnv on environ: the last entry wins.
+func lookupEnv(environ []string, name string) (string, bool) {
+	for _, e := range slices.Backward(environ) {
+		if n, v, ok := strings.Cut(e, "="); ok && n == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// envName is the name part of an environment entry.
+func envName(e string) string {
+	n, _, _ := strings.Cut(e, "=")
+	return n
+}
+
 // getenv returns the value of name in environ. The last entry wins, as it
 // does for the child process (os/exec de-duplicates that way).
 func getenv(environ []string, name string) string {
@@ -226,14 +336,19 @@ func getenv(environ []string, name string) string {
 	return ""
 }
 
-// logDropped writes the J6 line: names only, on one line. A name holding
-// anything but the usual characters is quoted, so that a stray newline or
-// space cannot split or blur the line.
+// logDropped writes the J6 line: names only, on one line.
 func logDropped(w io.Writer, names []string) {
 	if len(names) == 0 {
-		fmt.Fprintln(w, "captf runner: no TF_ or KUBE_ environment variables to remove")
+		fmt.Fprintln(w, "captf runner: no TF_, KUBE_, TERRAFORM_CONFIG or GODEBUG environment variables to remove")
 		return
 	}
+	fmt.Fprintf(w, "captf runner: removed environment variables (SPEC J6, B7): %s\n", showNames(names))
+}
+
+// showNames joins names with spaces for a log line. A name holding anything
+// but the usual characters is quoted, so that a stray newline or space
+// cannot split or blur the line.
+func showNames(names []string) string {
 	shown := make([]string, len(names))
 	for i, n := range names {
 		shown[i] = n
@@ -243,7 +358,7 @@ func logDropped(w io.Writer, names []string) {
 			shown[i] = fmt.Sprintf("%q", n)
 		}
 	}
-	fmt.Fprintf(w, "captf runner: removed environment variables (SPEC J6): %s\n", strings.Join(shown, " "))
+	return strings.Join(shown, " ")
 }
 
 // syncWriters serialises the runner's own messages with the copies of

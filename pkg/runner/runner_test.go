@@ -23,6 +23,8 @@ import (
 //     exits with its code, once <step>.release exists if FAKE_<step>_HOLD=1;
 //   - ignore: records signals and keeps running, so only a kill ends it; its
 //     own child keeps the output pipe open and writes its pid to <step>.child.
+//
+// FAKE_TOUCH=1 makes it write fake-<step>.touched into its working directory.
 const fakeTerraform = `#!/bin/sh
 step=$1
 d=$FAKE_DIR
@@ -30,6 +32,8 @@ echo "$step" >> "$d/steps"
 printf '%s\n' "$@" > "$d/$step.args"
 pwd -P > "$d/$step.pwd"
 env > "$d/$step.env"
+# Like Terraform, which writes .terraform and state where it runs.
+if [ -n "${FAKE_TOUCH:-}" ]; then : > "fake-$step.touched"; fi
 echo "fake terraform $step: stdout"
 echo "fake terraform $step: stderr" >&2
 eval "mode=\${FAKE_${step}_MODE:-}"
@@ -63,7 +67,7 @@ ignore)
 esac
 `
 
-// fakeBin is the directory holding the fake as "terraform". It is written
+// fakeBin is the directory holding the fake as "terraform" and "tofu". It is written
 // once, before any test forks: writing an executable while another
 // goroutine forks can make its exec fail with ETXTBSY.
 var fakeBin string
@@ -74,8 +78,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	fakeBin = dir
-	if err := os.WriteFile(filepath.Join(dir, "terraform"), []byte(fakeTerraform), 0o755); err != nil {
-		panic(err)
+	// The same fake as "tofu", for --terraform=tofu (T8).
+	for _, name := range []string{"terraform", "tofu"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeTerraform), 0o755); err != nil {
+			panic(err)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -207,7 +214,8 @@ func physical(t *testing.T, dir string) string {
 }
 
 // J6: init -input=false, then the command with -auto-approve -input=false,
-// in --chdir, output streamed, exit code Terraform's.
+// in --chdir, output streamed, exit code Terraform's; T8: -lock-timeout
+// (default 300s) and -no-color on every command.
 func TestRunsInitThenCommandJ6(t *testing.T) {
 	for _, command := range []string{"apply", "destroy"} {
 		t.Run(command, func(t *testing.T) {
@@ -217,8 +225,8 @@ func TestRunsInitThenCommandJ6(t *testing.T) {
 
 			require.Equal(t, 0, code, stderr)
 			require.Equal(t, []string{"init", command}, f.lines("steps"))
-			require.Equal(t, "init\n-input=false\n", f.read("init.args"))
-			require.Equal(t, command+"\n-auto-approve\n-input=false\n", f.read(command+".args"))
+			require.Equal(t, "init\n-input=false\n-no-color\n-lock-timeout=300s\n", f.read("init.args"))
+			require.Equal(t, command+"\n-auto-approve\n-input=false\n-no-color\n-lock-timeout=300s\n", f.read(command+".args"))
 			for _, step := range []string{"init", command} {
 				require.Equal(t, physical(t, f.module), strings.TrimSpace(f.read(step+".pwd")))
 				require.Contains(t, stdout, "fake terraform "+step+": stdout")
@@ -266,7 +274,7 @@ func TestStepFailuresJ6(t *testing.T) {
 	}
 }
 
-// J6 and X1: the forbidden variables are dropped and logged by name; no
+// J6, B7 and X1: the forbidden variables are dropped and logged by name; no
 // value, dropped or kept, appears in the runner's output.
 func TestEnvironmentFilteredJ6(t *testing.T) {
 	t.Parallel()
@@ -275,6 +283,8 @@ func TestEnvironmentFilteredJ6(t *testing.T) {
 		"TF_VAR_secret="+secret,
 		"KUBE_TOKEN="+secret+"-kube",
 		"TF_LOG=TRACE",
+		"GODEBUG=http2debug=2",
+		"TERRAFORM_CONFIG=/tmp/"+secret+".tfrc",
 		"AWS_SECRET_ACCESS_KEY="+secret+"-aws",
 		"tf_var_lower="+secret+"-lower",
 		"NOTE=mentions TF_VAR_secret",
@@ -282,13 +292,14 @@ func TestEnvironmentFilteredJ6(t *testing.T) {
 	code, stdout, stderr := f.run("apply", "--chdir="+f.module)
 	require.Equal(t, 0, code, stderr)
 
-	require.Contains(t, stderr, "captf runner: removed environment variables (SPEC J6): KUBE_TOKEN TF_LOG TF_VAR_secret\n")
+	require.Contains(t, stderr, "captf runner: removed environment variables (SPEC J6, B7): GODEBUG KUBE_TOKEN TERRAFORM_CONFIG TF_LOG TF_VAR_secret\n")
 	require.NotContains(t, stdout+stderr, secret)
 	require.NotContains(t, stdout+stderr, "TRACE")
+	require.NotContains(t, stdout+stderr, "http2debug")
 
 	for _, step := range []string{"init", "apply"} {
 		env := strings.Split(f.read(step+".env"), "\n")
-		for _, gone := range []string{"TF_VAR_secret=", "KUBE_TOKEN=", "TF_LOG="} {
+		for _, gone := range []string{"TF_VAR_secret=", "KUBE_TOKEN=", "TF_LOG=", "GODEBUG=", "TERRAFORM_CONFIG="} {
 			for _, e := range env {
 				require.False(t, strings.HasPrefix(e, gone), "%s saw %s", step, gone)
 			}
@@ -309,7 +320,7 @@ func TestNothingDroppedIsSaid(t *testing.T) {
 	f := newFixture(t)
 	code, _, stderr := f.run("apply", "--chdir="+f.module)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stderr, "captf runner: no TF_ or KUBE_ environment variables to remove\n")
+	require.Contains(t, stderr, "captf runner: no TF_, KUBE_, TERRAFORM_CONFIG or GODEBUG environment variables to remove\n")
 }
 
 // A stop signal reaches Terraform, which exits on its own; the runner
@@ -457,6 +468,24 @@ func TestRunnerErrors(t *testing.T) {
 			[]string{`unexpected argument "now"`}},
 		{"bad stop timeout", []string{"apply", "--stop-timeout=0s"}, f.environ,
 			[]string{"--stop-timeout must be positive"}},
+		{"negative lock timeout", []string{"apply", "--lock-timeout=-1s"}, f.environ,
+			[]string{"--lock-timeout must be a whole number of seconds, 0s or more"}},
+		{"fractional lock timeout", []string{"apply", "--lock-timeout=1500ms"}, f.environ,
+			[]string{"--lock-timeout must be a whole number of seconds"}},
+		{"state namespace alone", []string{"apply", "--state-namespace=team-a"}, f.environ,
+			[]string{"--state-namespace needs --state-suffix"}},
+		{"state suffix alone", []string{"destroy", "--state-suffix=demo-cluster"}, f.environ,
+			[]string{"--state-suffix needs --state-namespace"}},
+		{"state kubeconfig alone", []string{"apply", "--state-kubeconfig=/k"}, f.environ,
+			[]string{"--state-kubeconfig needs --state-namespace and --state-suffix"}},
+		{"numeric suffix tail", []string{"apply", "--state-namespace=team-a", "--state-suffix=web-01"}, f.environ,
+			[]string{`--state-suffix "web-01" ends with '-<number>'`, "<name>-<kind>"}},
+		{"suffix too long", []string{"apply", "--state-namespace=team-a", "--state-suffix=" + strings.Repeat("a", 64)}, f.environ,
+			[]string{"is not a valid label value", "63"}},
+		{"suffix not a name", []string{"apply", "--state-namespace=team-a", "--state-suffix=Demo_Cluster"}, f.environ,
+			[]string{`gives the object name "tfstate-default-Demo_Cluster", which is not a DNS-1123 subdomain`}},
+		{"bad state namespace", []string{"apply", "--state-namespace=Team.A", "--state-suffix=demo-cluster"}, f.environ,
+			[]string{`--state-namespace "Team.A" is not a namespace name`}},
 		{"directory missing", []string{"apply", "--chdir=" + filepath.Join(f.module, "nope")}, f.environ,
 			[]string{`module directory "` + filepath.Join(f.module, "nope") + `" does not exist`, "--chdir"}},
 		{"not a directory", []string{"apply", "--chdir=" + notDir}, f.environ,

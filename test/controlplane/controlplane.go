@@ -57,6 +57,14 @@ type Options struct {
 	ControllerManager bool
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags.
 	ExtraAPIServerArgs []string
+	// Node also starts one node, so Pods run: containerd, kubelet,
+	// kube-scheduler and kube-proxy (implies ControllerManager). It needs
+	// root, the Debian packages hack/node-prereqs.sh installs and the
+	// binaries of hack/build-control-plane.sh --node; NodePrerequisites
+	// says what is missing. The API server then listens on NodeGateway
+	// (URL names it), with Node,RBAC authorization and NodeRestriction.
+	// See docs/local-control-plane.md, "A node".
+	Node bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -75,6 +83,7 @@ type ControlPlane struct {
 	etcd      *process
 	apiserver *process
 	kcm       *process
+	node      *node
 }
 
 // Start starts the control plane and waits until kube-apiserver is ready.
@@ -99,6 +108,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			return nil, err
 		}
 	}
+	if opts.Node {
+		opts.ControllerManager = true
+		// Before the API server: it listens on the bridge's address.
+		if err := cp.prepareNode(ctx, opts.BinDir); err != nil {
+			return nil, err
+		}
+	}
 
 	if err := cp.prepare(opts); err != nil {
 		return nil, err
@@ -114,6 +130,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			return nil, err
 		}
 	}
+	if cp.node != nil {
+		if err := cp.startNode(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return cp, nil
 }
 
@@ -122,7 +143,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 func (cp *ControlPlane) prepare(opts Options) error {
 	pki := filepath.Join(cp.Dir, "pki")
 
-	caPEM, certPEM, keyPEM, err := certs.Generate([]string{"127.0.0.1", "localhost"}, 365*24*time.Hour)
+	hosts := []string{"127.0.0.1", "localhost"}
+	if opts.Node {
+		// Pods reach the API server through the kubernetes Service.
+		hosts = append(hosts, NodeGateway, serviceIP, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+	}
+	caPEM, certPEM, keyPEM, err := certs.Generate(hosts, 365*24*time.Hour)
 	if err != nil {
 		return fmt.Errorf("apiserver certificate: %w", err)
 	}
@@ -149,12 +175,16 @@ func (cp *ControlPlane) prepare(opts Options) error {
 
 	cp.Users = map[string]User{}
 	var tokens strings.Builder
-	for i, u := range []User{
+	users := []User{
 		{Name: Admin, Groups: []string{"system:masters"}},
 		{Name: Alice},
 		{Name: Bob},
 		{Name: Manager, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:captf-system"}},
-	} {
+	}
+	if opts.Node {
+		users = append(users, User{Name: NodeUser, Groups: []string{"system:nodes"}})
+	}
+	for i, u := range users {
 		u.Token = randomToken()
 		cp.Users[u.Name] = u
 		// token,user,uid,"group1,group2"
@@ -180,6 +210,16 @@ func (cp *ControlPlane) prepare(opts Options) error {
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	cp.etcdURL = etcdURL
 	cp.URL = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	apiArgs := []string{
+		"--bind-address", "127.0.0.1",
+		"--authorization-mode", "RBAC",
+		"--advertise-address", "10.0.0.1",
+	}
+	if opts.Node {
+		cp.URL = "https://" + NodeGateway + ":" + strconv.Itoa(apiPort)
+		cp.node.apiPort = apiPort
+		apiArgs = nodeAPIServerArgs()
+	}
 
 	etcdBin, err := binary(opts.BinDir, "etcd")
 	if err != nil {
@@ -208,21 +248,18 @@ func (cp *ControlPlane) prepare(opts Options) error {
 		args: append([]string{
 			"--etcd-servers", etcdURL,
 			"--secure-port", strconv.Itoa(apiPort),
-			"--bind-address", "127.0.0.1",
 			"--cert-dir", filepath.Join(cp.Dir, "apiserver"),
 			"--tls-cert-file", filepath.Join(pki, "apiserver", "tls.crt"),
 			"--tls-private-key-file", filepath.Join(pki, "apiserver", "tls.key"),
-			"--authorization-mode", "RBAC",
 			"--token-auth-file", tokenFile,
 			"--service-account-issuer", "https://kubernetes.default.svc",
 			"--service-account-key-file", saKeyPath,
 			"--service-account-signing-key-file", saKeyPath,
 			"--service-cluster-ip-range", "10.0.0.0/24",
-			"--advertise-address", "10.0.0.1",
 			"--endpoint-reconciler-type", "none",
 			"--allow-privileged",
 			"--v", "1",
-		}, opts.ExtraAPIServerArgs...),
+		}, append(apiArgs, opts.ExtraAPIServerArgs...)...),
 	}
 
 	adminKubeconfig := cp.KubeconfigPath(Admin)
@@ -341,6 +378,9 @@ func (cp *ControlPlane) waitFor(ctx context.Context, p *process, timeout time.Du
 // Stop stops every process, controller-manager first, and removes a
 // temporary directory.
 func (cp *ControlPlane) Stop() {
+	if cp.node != nil {
+		cp.node.stop()
+	}
 	if cp.kcm != nil {
 		cp.kcm.stop(syscall.SIGTERM, 10*time.Second)
 	}
@@ -358,7 +398,11 @@ func (cp *ControlPlane) Stop() {
 // PIDs returns the PIDs of the running processes by name.
 func (cp *ControlPlane) PIDs() map[string]int {
 	out := map[string]int{}
-	for _, p := range []*process{cp.etcd, cp.apiserver, cp.kcm} {
+	procs := []*process{cp.etcd, cp.apiserver, cp.kcm}
+	if n := cp.node; n != nil {
+		procs = append(procs, n.containerd, n.kubelet, n.scheduler, n.proxy)
+	}
+	for _, p := range procs {
 		if p != nil && p.pid() != 0 {
 			out[p.name] = p.pid()
 		}

@@ -1,11 +1,14 @@
 //go:build tools
 
-// Package tools records the control plane commands this module builds, so that
+// Package tools records the control plane and node commands this module builds, so that
 // go mod tidy keeps their dependencies. It is never compiled.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

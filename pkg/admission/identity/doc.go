@@ -20,6 +20,10 @@
 //     spec.allowedNamespaces widens (credentials.Widens). Narrowing, and
 //     metadata-only edits, need none, so whoever may edit the identity can
 //     always revoke, even without read access to the Secret.
+//   - B9: UPDATE needs the same review when the set spec.requiredKeys
+//     changes (adding or removing a key; not a reordering): the identity's
+//     CredentialsIncomplete condition names the required keys the Secret
+//     lacks, so whoever may choose the keys may probe the Secret's key names.
 //   - A4: DELETE is refused while a workload object resolves to the identity
 //     (objects being deleted count: their destroy Job needs the credentials),
 //     naming one of them, and while status.namespaces lists namespaces that
@@ -44,7 +48,9 @@
 //     included, bounded in length, because it tells the user why an expected
 //     permission did not apply.
 //   - Changing spec.secretRef and widening in the same update needs one
-//     review (the new Secret), reported at spec.secretRef.
+//     review (the new Secret), reported at spec.secretRef. Changing
+//     spec.requiredKeys and widening in the same update needs one review,
+//     reported at spec.requiredKeys.
 //   - CONNECT and any other operation are allowed: the webhook configuration
 //     does not send them, and they carry no identity to check.
 package identity

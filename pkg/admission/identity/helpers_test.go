@@ -193,6 +193,10 @@ func withSelector(sel *metav1.LabelSelector) func(*v1alpha1.TerraformClusterIden
 	}
 }
 
+func withRequiredKeys(keys ...string) func(*v1alpha1.TerraformClusterIdentity) {
+	return func(o *v1alpha1.TerraformClusterIdentity) { o.Spec.RequiredKeys = keys }
+}
+
 func withoutAllowedNamespaces(o *v1alpha1.TerraformClusterIdentity) {
 	o.Spec.AllowedNamespaces = nil
 }

@@ -46,7 +46,7 @@ const (
 // Reasons logged with a refusal (the "reason" key), one per rule.
 const (
 	reasonInvalidSelector = "InvalidSelector"    // A1
-	reasonSARDenied       = "SecretAccessDenied" // A2, A3
+	reasonSARDenied       = "SecretAccessDenied" // A2, A3, B9
 	reasonInUse           = "IdentityInUse"      // A4
 	reasonMirrorsRemain   = "MirrorsRemain"      // A4
 )
@@ -55,6 +55,7 @@ var (
 	secretRefPath         = field.NewPath("spec", "secretRef")
 	allowedNamespacesPath = field.NewPath("spec", "allowedNamespaces")
 	selectorPath          = allowedNamespacesPath.Child("selector")
+	requiredKeysPath      = field.NewPath("spec", "requiredKeys")
 	namePath              = field.NewPath("metadata", "name")
 	statusNamespacesPath  = field.NewPath("status", "namespaces")
 )
@@ -108,7 +109,7 @@ func (v *Validator) validateCreate(ctx context.Context, user authenticationv1.Us
 		"creating an identity, changing spec.secretRef or widening spec.allowedNamespaces requires get access to the Secret it names")
 }
 
-// validateUpdate applies A1 (ratcheting) and A3.
+// validateUpdate applies A1 (ratcheting), A3 and B9.
 func (v *Validator) validateUpdate(ctx context.Context, user authenticationv1.UserInfo, oldObj, newObj *v1alpha1.TerraformClusterIdentity) (field.ErrorList, error) {
 	if equality.Semantic.DeepEqual(oldObj.Spec, newObj.Spec) {
 		// Metadata, labels, annotations (status never reaches this webhook).
@@ -127,12 +128,26 @@ func (v *Validator) validateUpdate(ctx context.Context, user authenticationv1.Us
 		// One review of the new Secret covers a widening in the same update.
 		return v.reviewSecretAccess(ctx, user, admissionv1.Update, newObj, secretRefPath,
 			"creating an identity, changing spec.secretRef or widening spec.allowedNamespaces requires get access to the Secret it names")
+	case requiredKeysChanged(oldObj.Spec.RequiredKeys, newObj.Spec.RequiredKeys):
+		// B9: CredentialsIncomplete names the required keys the Secret
+		// lacks, so choosing the keys probes the Secret's key names. Any
+		// change counts, removing a key too (the condition then flips). One
+		// review covers a widening in the same update.
+		return v.reviewSecretAccess(ctx, user, admissionv1.Update, newObj, requiredKeysPath,
+			"changing spec.requiredKeys requires get access to the Secret the identity names (CredentialsIncomplete reveals which keys it lacks)")
 	case credentials.Widens(oldObj.Spec.AllowedNamespaces, newObj.Spec.AllowedNamespaces):
 		return v.reviewSecretAccess(ctx, user, admissionv1.Update, newObj, allowedNamespacesPath,
 			"widening spec.allowedNamespaces requires get access to the Secret the identity names (narrowing does not)")
 	}
 	// Narrowing: anyone who may edit the identity may revoke.
 	return nil, nil
+}
+
+// requiredKeysChanged reports whether the set of required keys changed
+// (B9). spec.requiredKeys is a set (listType=set): a reordering reveals
+// nothing and needs no review.
+func requiredKeysChanged(oldKeys, newKeys []string) bool {
+	return !sets.New(oldKeys...).Equal(sets.New(newKeys...))
 }
 
 // validateDelete applies A4.

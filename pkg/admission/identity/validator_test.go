@@ -33,6 +33,7 @@ type wantErr struct {
 const (
 	createOrSecretRefWhy = "creating an identity, changing spec.secretRef or widening spec.allowedNamespaces requires get access to the Secret it names"
 	wideningWhy          = "widening spec.allowedNamespaces requires get access to the Secret the identity names (narrowing does not)"
+	requiredKeysWhy      = "changing spec.requiredKeys requires get access to the Secret the identity names (CredentialsIncomplete reveals which keys it lacks)"
 )
 
 func sarRefusal(user, ns, name, why string) string {
@@ -331,6 +332,89 @@ func TestValidate(t *testing.T) {
 			old:  newIdentity(withStatusNamespaces("ns-a")),
 			new:  newIdentity(withStatusNamespaces("ns-a", "ns-b")),
 			sar:  sarDeny,
+		},
+
+		// B9: a change of spec.requiredKeys probes the Secret's key names.
+		{
+			name:        "B9 adding spec.requiredKeys is denied when the user may not get the Secret",
+			op:          admissionv1.Update,
+			old:         newIdentity(),
+			new:         newIdentity(withRequiredKeys("AWS_ACCESS_KEY_ID")),
+			sar:         sarDeny,
+			wantSAR:     &defaultSAR,
+			wantErrs:    []wantErr{{field.ErrorTypeForbidden, "spec.requiredKeys", sarRefusal(alice.Username, secretNS, secretName, requiredKeysWhy)}},
+			wantDenials: 1,
+		},
+		{
+			name:    "B9 adding a required key is allowed when the user may get the Secret",
+			op:      admissionv1.Update,
+			old:     newIdentity(withRequiredKeys("AWS_ACCESS_KEY_ID")),
+			new:     newIdentity(withRequiredKeys("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")),
+			sar:     sarAllow,
+			wantSAR: &defaultSAR,
+		},
+		{
+			name:        "B9 removing a required key needs the review too (the condition flips)",
+			op:          admissionv1.Update,
+			old:         newIdentity(withRequiredKeys("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")),
+			new:         newIdentity(withRequiredKeys("AWS_ACCESS_KEY_ID")),
+			sar:         sarDeny,
+			wantSAR:     &defaultSAR,
+			wantErrs:    []wantErr{{field.ErrorTypeForbidden, "spec.requiredKeys", sarRefusal(alice.Username, secretNS, secretName, requiredKeysWhy)}},
+			wantDenials: 1,
+		},
+		{
+			name:        "B9 clearing spec.requiredKeys needs the review",
+			op:          admissionv1.Update,
+			old:         newIdentity(withRequiredKeys("AWS_ACCESS_KEY_ID")),
+			new:         newIdentity(),
+			sar:         sarDeny,
+			wantSAR:     &defaultSAR,
+			wantErrs:    []wantErr{{field.ErrorTypeForbidden, "spec.requiredKeys", sarRefusal(alice.Username, secretNS, secretName, requiredKeysWhy)}},
+			wantDenials: 1,
+		},
+		{
+			name: "B9 reordering spec.requiredKeys (a set) needs no review",
+			op:   admissionv1.Update,
+			old:  newIdentity(withRequiredKeys("A", "B")),
+			new:  newIdentity(withRequiredKeys("B", "A")),
+			sar:  sarDeny,
+		},
+		{
+			name: "B9 narrowing with unchanged spec.requiredKeys needs no review",
+			op:   admissionv1.Update,
+			old:  newIdentity(withRequiredKeys("A")),
+			new:  newIdentity(withRequiredKeys("A"), withList("ns-a")),
+			sar:  sarDeny,
+		},
+		{
+			name:        "B9 changing spec.requiredKeys and widening at once needs one review, reported at spec.requiredKeys",
+			op:          admissionv1.Update,
+			old:         newIdentity(),
+			new:         newIdentity(withRequiredKeys("A"), withList("ns-a", "ns-b", "ns-c")),
+			sar:         sarDeny,
+			wantSAR:     &defaultSAR,
+			wantErrs:    []wantErr{{field.ErrorTypeForbidden, "spec.requiredKeys", sarRefusal(alice.Username, secretNS, secretName, requiredKeysWhy)}},
+			wantDenials: 1,
+		},
+		{
+			name:        "B9 changing spec.secretRef and spec.requiredKeys at once needs one review of the new Secret",
+			op:          admissionv1.Update,
+			old:         newIdentity(),
+			new:         newIdentity(withSecret("vault", "gcp-credentials"), withRequiredKeys("A")),
+			sar:         sarDeny,
+			wantSAR:     ptr(wantSARSpec(alice, "vault", "gcp-credentials")),
+			wantErrs:    []wantErr{{field.ErrorTypeForbidden, "spec.secretRef", sarRefusal(alice.Username, "vault", "gcp-credentials", createOrSecretRefWhy)}},
+			wantDenials: 1,
+		},
+		{
+			name:         "A5 changing spec.requiredKeys with a failing SubjectAccessReview is an internal error",
+			op:           admissionv1.Update,
+			old:          newIdentity(),
+			new:          newIdentity(withRequiredKeys("A")),
+			sar:          sarError,
+			wantSAR:      &defaultSAR,
+			wantInternal: "the server is currently unable to handle the request",
 		},
 
 		// A4: delete.

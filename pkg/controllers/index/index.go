@@ -158,6 +158,24 @@ func AddJobIndexers(jobs cache.SharedIndexInformer) error {
 	return ensure(jobs, cache.Indexers{Owner: owners, JobIdentity: identityAnnotation})
 }
 
+// NewControllerIndexes adds every index a controller reads (workload,
+// mirror and Job) to the shared informers, once, and returns the Resolver
+// over the workload indexes.
+func NewControllerIndexes(clusters informers.TerraformClusterInformer, machines informers.TerraformMachineInformer,
+	pools informers.TerraformMachinePoolInformer, mirrors, jobs cache.SharedIndexInformer) (*Resolver, error) {
+	resolver, err := NewResolver(clusters, machines, pools)
+	if err != nil {
+		return nil, err
+	}
+	if err := AddMirrorIndexers(mirrors); err != nil {
+		return nil, err
+	}
+	if err := AddJobIndexers(jobs); err != nil {
+		return nil, err
+	}
+	return resolver, nil
+}
+
 // Ref names a workload object.
 type Ref struct {
 	Kind      string

@@ -17,22 +17,123 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/captf/captf/pkg/controllers/freshness"
 )
 
-// Queue is a typed rate-limited queue of object keys.
-type Queue = workqueue.TypedRateLimitingInterface[cache.ObjectName]
+// Queue is a typed rate-limited queue of object keys that knows when each
+// key was last added (SPEC P1).
+type Queue interface {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	// AddedAt returns the stamp of key's last add on every add path
+	// (handlers, the resync ticker, timed and rate-limited requeues);
+	// freshness.Never while a timed requeue of it is still pending.
+	AddedAt(key cache.ObjectName) freshness.Stamp
+	// Drop forgets key's stamps (the object is gone).
+	Drop(key cache.ObjectName)
+}
 
 // NewQueue returns a queue named name (the workqueue metrics' label) whose
 // timed requeues run on clk (tests pass a fake clock, as the Job controller
 // does). Errors back off per key from 5ms to 5 minutes; retries of all keys
 // together are bounded at 50/s (burst 300) so a broken API server is not
 // hammered.
-func NewQueue(name string, clk clock.WithTicker) Queue {
+func NewQueue(name string, clk clock.WithTickerAndDelayedExecution) Queue {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](5*time.Millisecond, 5*time.Minute),
 		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
-	return workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, Clock: clk})
+	return &trackingQueue{
+		TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, Clock: clk}),
+		limiter: limiter,
+		clock:   clk,
+		stamps:  map[cache.ObjectName]*stamps{},
+	}
+}
+
+// trackingQueue records, per key, the stamp of its last add and how many
+// timed adds are still pending.
+type trackingQueue struct {
+	workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	limiter workqueue.TypedRateLimiter[cache.ObjectName]
+	clock   clock.WithDelayedExecution
+
+	mu     sync.Mutex
+	stamps map[cache.ObjectName]*stamps
+}
+
+type stamps struct {
+	last    freshness.Stamp
+	pending int
+}
+
+func (q *trackingQueue) entry(key cache.ObjectName) *stamps {
+	e := q.stamps[key]
+	if e == nil {
+		e = &stamps{}
+		q.stamps[key] = e
+	}
+	return e
+}
+
+// Add stamps key, then adds it: a reconcile that takes it out sees a stamp
+// no later than its own start.
+func (q *trackingQueue) Add(key cache.ObjectName) {
+	q.mu.Lock()
+	q.entry(key).last = freshness.Now()
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.Add(key)
+}
+
+// AddAfter adds key after d. Until then its stamp is Never (a reconcile of
+// an earlier add reads afresh); when d has passed it is stamped like an Add,
+// just before or after the queue adds it (either way no older read passes).
+func (q *trackingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	if d <= 0 {
+		q.Add(key)
+		return
+	}
+	q.mu.Lock()
+	q.entry(key).pending++
+	q.mu.Unlock()
+	q.clock.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		e := q.entry(key)
+		e.pending = max(0, e.pending-1)
+		e.last = freshness.Now()
+	})
+	q.TypedRateLimitingInterface.AddAfter(key, d)
+}
+
+// AddRateLimited adds key after its backoff, as the embedded queue would,
+// through AddAfter so the add is stamped.
+func (q *trackingQueue) AddRateLimited(key cache.ObjectName) {
+	q.AddAfter(key, q.limiter.When(key))
+}
+
+func (q *trackingQueue) AddedAt(key cache.ObjectName) freshness.Stamp {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.stamps[key]
+	switch {
+	case e == nil:
+		// Never added through this queue (a direct call, a test): any
+		// read that begins from now on.
+		return freshness.Now()
+	case e.pending > 0:
+		return freshness.Never
+	}
+	return e.last
+}
+
+func (q *trackingQueue) Drop(key cache.ObjectName) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if e := q.stamps[key]; e != nil && e.pending == 0 {
+		delete(q.stamps, key)
+	}
 }
 
 // SyncFunc reconciles one key. It returns an error exactly when a retry can

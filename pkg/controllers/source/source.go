@@ -2,12 +2,20 @@
 // GET, never from an informer (SPEC M6, M9, S1), and shared between
 // concurrent reconciles (SPEC section 13).
 //
-// A reconcile never gets data older than its own start: it joins a read of
-// the same Secret that started after it began, or else waits for the next
-// read, which starts when the one in flight ends and is shared by everyone
-// who arrived meanwhile. So at most one read of a Secret is in flight and
-// one queued behind it; a fan-out or a resync of N objects sharing an
-// identity costs about (pass duration / GET latency) reads, not N.
+// A caller passes a ticket: the moment its object's key was last added to
+// the queue (SPEC P1), or the moment the reconcile began. It never gets a
+// read that began before its ticket: it reuses the latest completed read of
+// the Secret when that began after the ticket, joins the read in flight
+// when that did, or else waits for the next read, which starts when the one
+// in flight ends and is shared by everyone who arrived meanwhile. A resync
+// pass adds every key first, so the pass's first reconcile of an identity
+// reads its Secret and the rest of the pass reuses that read: one GET per
+// Secret per pass (P1). A reconcile a change triggered was added later and
+// reads afresh. At most one read of a Secret is in flight and one queued
+// behind it.
+//
+// The latest completed read is kept per Secret (found or NotFound, never an
+// error): that, and nothing else, is what P1 allows the manager to hold.
 package source
 
 import (
@@ -20,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/metrics"
 )
 
@@ -27,15 +36,18 @@ import (
 type Reader struct {
 	client kubernetes.Interface
 
-	mu  sync.Mutex
-	seq uint64 // incremented at every read's start
+	mu sync.Mutex
 	// reads holds, per Secret, the read in flight and the one queued after it.
 	reads map[types.NamespacedName]*pair
+	// last holds, per Secret, the latest completed read (P1).
+	last map[types.NamespacedName]*call
 
 	// onShare, when set (tests), is called under mu each time a caller
 	// waits on a read it did not start: true when it joined the read in
 	// flight, false when it queued for the next one.
 	onShare func(joined bool)
+	// onStart, when set (tests), is called under mu with each read's start.
+	onStart func(began Ticket)
 }
 
 type pair struct {
@@ -44,7 +56,7 @@ type pair struct {
 }
 
 type call struct {
-	seq    uint64 // set when the read starts
+	began  freshness.Stamp // set when the read starts
 	done   chan struct{}
 	secret *corev1.Secret
 	err    error
@@ -53,18 +65,16 @@ type call struct {
 // NewReader returns a Reader using client for GETs.
 func NewReader(client kubernetes.Interface) *Reader {
 	metrics.Register()
-	return &Reader{client: client, reads: map[types.NamespacedName]*pair{}}
+	return &Reader{client: client, reads: map[types.NamespacedName]*pair{}, last: map[types.NamespacedName]*call{}}
 }
 
-// Ticket marks when a reconcile began; reads started after it may be shared.
-type Ticket uint64
+// Ticket is the earliest moment a read may have begun to serve a caller:
+// when its key was last added to its queue (P1), or when it began.
+type Ticket = freshness.Stamp
 
-// Begin returns a ticket for a reconcile that begins now.
-func (r *Reader) Begin() Ticket {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return Ticket(r.seq)
-}
+// Begin returns a ticket for a reconcile that begins now: it gets a read
+// that begins later.
+func (r *Reader) Begin() Ticket { return freshness.Now() }
 
 // Get returns the Secret namespace/name as the API server has it at some
 // moment after the ticket was taken. The result is shared: callers must not
@@ -74,11 +84,16 @@ func (r *Reader) Get(ctx context.Context, t Ticket, namespace, name string) (*co
 	r.mu.Lock()
 	p := r.reads[key]
 	var c *call
-	switch {
+	switch last := r.last[key]; {
+	case last != nil && last.began > t:
+		// P1: a completed read that began after the key was added.
+		r.mu.Unlock()
+		r.shared(true)
+		return last.secret, last.err
 	case p == nil:
 		// Nothing in flight: read now.
 		c = r.start(key, &pair{})
-	case p.current.seq > uint64(t):
+	case p.current.began > t:
 		// In flight and started after this reconcile began: fresh enough.
 		c = p.current
 		r.shared(true)
@@ -112,8 +127,10 @@ func (r *Reader) start(key types.NamespacedName, p *pair) *call {
 	if c == nil {
 		c = &call{done: make(chan struct{})}
 	}
-	r.seq++
-	c.seq = r.seq
+	c.began = freshness.Now()
+	if r.onStart != nil {
+		r.onStart(c.began)
+	}
 	p.current, p.next = c, nil
 	r.reads[key] = p
 	go r.run(key, p, c)
@@ -133,6 +150,11 @@ func (r *Reader) run(key types.NamespacedName, p *pair, c *call) {
 		metrics.SourceReads.WithLabelValues(metrics.ReadError).Inc()
 	}
 	r.mu.Lock()
+	if c.err == nil || apierrors.IsNotFound(c.err) {
+		if l := r.last[key]; l == nil || l.began < c.began {
+			r.last[key] = c
+		}
+	}
 	if p.next != nil {
 		r.start(key, p)
 	} else {

@@ -79,7 +79,7 @@ type Controller struct {
 	// written holds the status last written per object.
 	written  *loop.Written[v1alpha1.WorkloadStatus]
 	recorder record.EventRecorder
-	clock    clock.WithTicker
+	clock    clock.WithTickerAndDelayedExecution
 	opts     Options
 }
 
@@ -91,16 +91,10 @@ func NewController(ctx context.Context, kube kubernetes.Interface, captf version
 }
 
 func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
-	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, clk clock.WithTicker, opts Options) (*Controller, error) {
+	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
 	metrics.Register()
-	resolver, err := index.NewResolver(inf.Clusters, inf.Machines, inf.Pools)
+	resolver, err := index.NewControllerIndexes(inf.Clusters, inf.Machines, inf.Pools, inf.Mirrors.Informer(), inf.Jobs.Informer())
 	if err != nil {
-		return nil, err
-	}
-	if err := index.AddMirrorIndexers(inf.Mirrors.Informer()); err != nil {
-		return nil, err
-	}
-	if err := index.AddJobIndexers(inf.Jobs.Informer()); err != nil {
 		return nil, err
 	}
 	c := &Controller{
@@ -267,6 +261,9 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 			DeleteFunc: func(obj interface{}) {
 				if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
 					c.written.Forget(m.GetUID())
+					if q, ok := c.queues[k.name]; ok {
+						q.Drop(cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()})
+					}
 				}
 				c.enqueueObject(obj)
 			},

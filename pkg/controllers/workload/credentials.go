@@ -40,7 +40,6 @@ type credentialResult struct {
 // mirror current (M2-M8). It sets IdentityAllowed and CredentialsMirrored,
 // and returns an error only when a retry can help.
 func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentialResult, error) {
-	ticket := c.source.Begin()
 	id, err := c.resolver.IdentityOf(w.obj)
 	if err != nil {
 		return credentialResult{}, err
@@ -56,7 +55,7 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 		return res, err
 	}
 	ref := identity.Spec.SecretRef
-	src, err := c.source.Get(ctx, ticket, ref.Namespace, ref.Name)
+	src, err := c.source.Get(ctx, w.since, ref.Namespace, ref.Name)
 	if apierrors.IsNotFound(err) {
 		c.notReady(w, v1alpha1.ReasonSecretNotFound, "Secret %s/%s named by TerraformClusterIdentity %s does not exist", ref.Namespace, ref.Name, id)
 		return res, nil

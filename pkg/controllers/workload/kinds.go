@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	informers "github.com/captf/captf/pkg/generated/informers/externalversions/infrastructure/v1alpha1"
 )
@@ -27,6 +28,9 @@ type workload struct {
 	jobs   v1alpha1.JobsSpec
 	status *v1alpha1.WorkloadStatus
 	events []pendingEvent
+	// since is when the object's key was last added to its queue: the
+	// source read it uses must have begun later (P1).
+	since freshness.Stamp
 }
 
 func (w *workload) key() cache.ObjectName {

@@ -40,6 +40,9 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	if err != nil {
 		return err
 	}
+	// P1: the source read may be one that began after this key was last
+	// added, shared with the rest of a resync pass.
+	w.since = c.queues[k.name].AddedAt(key)
 	deleting := w.obj.GetDeletionTimestamp() != nil
 	if deleting && !hasFinalizer(w) {
 		return nil

@@ -15,6 +15,19 @@ import (
 // only runs in Linux containers.)
 var forbiddenPrefixes = []string{"TF_", "KUBE_"}
 
+// forbiddenNames are whole names B7 adds to the J6 classes, matched exactly
+// and case-sensitively like the prefixes:
+//   - TERRAFORM_CONFIG is the legacy name of TF_CLI_CONFIG_FILE: Terraform
+//     still reads it, so it would redirect provider installation and the
+//     credentials helpers exactly as the TF_ name the prefix already drops.
+//   - GODEBUG tunes the Go runtime of Terraform and every provider plugin;
+//     GODEBUG=http2debug=2 makes net/http print request headers, i.e.
+//     Authorization headers and API keys, into the Job log.
+var forbiddenNames = map[string]bool{
+	"TERRAFORM_CONFIG": true,
+	"GODEBUG":          true,
+}
+
 // allowed are the J3 variables the Job sets through its own env. They must
 // survive the filter: they are what keeps Terraform non-interactive and
 // tells the module its namespace.
@@ -24,12 +37,15 @@ var allowed = map[string]bool{
 	"KUBE_NAMESPACE":   true,
 }
 
-// Forbidden reports whether J6 removes a variable with this name. It is
+// Forbidden reports whether J6 (or B7) removes a variable with this name. It is
 // exported so that other parts of captf (the C4 hygiene report) can tell
 // users which of their keys the runner will drop, using the same rule.
 func Forbidden(name string) bool {
 	if allowed[name] {
 		return false
+	}
+	if forbiddenNames[name] {
+		return true
 	}
 	for _, p := range forbiddenPrefixes {
 		if strings.HasPrefix(name, p) {

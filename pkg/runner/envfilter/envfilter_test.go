@@ -31,6 +31,22 @@ func TestFilterJ6(t *testing.T) {
 		{"TF_VAR_x", true, "no '=': the whole entry is the name"},
 		{"TF_LOG=", true, "empty value"},
 
+		// B7: two exact names outside the prefixes.
+		{"TERRAFORM_CONFIG=/tmp/evil.tfrc", true, "legacy TF_CLI_CONFIG_FILE: redirects providers and credential helpers"},
+		{"GODEBUG=http2debug=2", true, "http2debug prints request headers, i.e. credentials"},
+		{"GODEBUG=", true, "empty value"},
+		{"GODEBUG", true, "no '=': the whole entry is the name"},
+		{"TERRAFORM_CONFIG", true, "no '=': the whole entry is the name"},
+		{"TF_CLI_CONFIG_FILE=/tmp/evil.tfrc", true, "the current name, in the TF_ class"},
+
+		// B7 matches whole names, case-sensitively, like J6.
+		{"GODEBUGX=1", false, "B7 names are exact, not prefixes"},
+		{"TERRAFORM_CONFIG_X=1", false, "B7 names are exact, not prefixes"},
+		{"XGODEBUG=1", false, "B7 names are exact"},
+		{"godebug=http2debug=2", false, "case-sensitive: the Go runtime reads only GODEBUG"},
+		{"Terraform_Config=/x", false, "case-sensitive"},
+		{"FOO=GODEBUG=http2debug=2", false, "GODEBUG in the value is not the name"},
+
 		// J6 exceptions, set by the Job itself (J3).
 		{"TF_IN_AUTOMATION=1", false, "J3"},
 		{"TF_INPUT=0", false, "J3"},
@@ -88,6 +104,8 @@ func TestFilterJ6Mixed(t *testing.T) {
 		"TF_CLI_ARGS=-x",
 		"KUBE_NAMESPACE=ns",
 		"HOME=/root",
+		"GODEBUG=http2debug=2",
+		"TERRAFORM_CONFIG=/tmp/x.tfrc",
 	}
 	kept, dropped := Filter(environ)
 	require.Equal(t, []string{
@@ -97,7 +115,7 @@ func TestFilterJ6Mixed(t *testing.T) {
 		"KUBE_NAMESPACE=ns",
 		"HOME=/root",
 	}, kept)
-	require.Equal(t, []string{"KUBE_TOKEN", "TF_CLI_ARGS", "TF_VAR_secret"}, dropped)
+	require.Equal(t, []string{"GODEBUG", "KUBE_TOKEN", "TERRAFORM_CONFIG", "TF_CLI_ARGS", "TF_VAR_secret"}, dropped)
 }
 
 func TestFilterEmpty(t *testing.T) {
@@ -112,6 +130,7 @@ func FuzzFilter(f *testing.F) {
 	f.Add("TF_VAR_x=1\x00PATH=/bin\x00TF_IN_AUTOMATION=1")
 	f.Add("KUBE_TOKEN=TF_LOG=x\x00kube_token=y\x00KUBE_=\x00=TF_\x00TF_")
 	f.Add("A=B\x00\x00TF_LOG=1\x00TF_LOG=2\x00KUBE_NAMESPACE=n")
+	f.Add("GODEBUG=http2debug=2\x00TERRAFORM_CONFIG=/x\x00GODEBUGX=1\x00godebug=1\x00GODEBUG")
 	f.Fuzz(func(t *testing.T, s string) {
 		environ := strings.Split(s, "\x00")
 		kept, dropped := Filter(environ)
@@ -128,6 +147,12 @@ func FuzzFilter(f *testing.F) {
 			}
 		}
 
+		// The B7 names are always dropped, whatever else is in environ.
+		for _, e := range environ {
+			if n := Name(e); (n == "GODEBUG" || n == "TERRAFORM_CONFIG") && !slices.Contains(dropped, n) {
+				t.Fatalf("B7 name %q not dropped", n)
+			}
+		}
 		// dropped is sorted and has no duplicates.
 		if !slices.IsSorted(dropped) {
 			t.Fatalf("dropped not sorted: %q", dropped)

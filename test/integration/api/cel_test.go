@@ -234,7 +234,8 @@ func TestMachinePoolIdentityRefMutable(t *testing.T) {
 }
 
 func TestReservedJobEnv(t *testing.T) {
-	// A9: TF_*, KUBE_* and HOME are reserved in spec.jobs.env, on every kind.
+	// A9: TF_*, KUBE_* and HOME are reserved in spec.jobs.env, on every kind;
+	// B7 adds TERRAFORM_CONFIG and GODEBUG, which the runner removes.
 	e := framework.Get(t)
 	ctx := framework.Context(t)
 	ns := e.CreateNamespace(t, "a9", nil)
@@ -246,7 +247,11 @@ func TestReservedJobEnv(t *testing.T) {
 		{"TF_LOG", true},
 		{"KUBE_CONFIG_PATH", true},
 		{"HOME", true},
+		{"TERRAFORM_CONFIG", true},
+		{"GODEBUG", true},
 		{"AWS_REGION", false},
+		{"GODEBUG_X", false},
+		{"TERRAFORM_CONFIG_DIR", false},
 		{"HOMEDIR", false},
 		{"MY_TF_FLAG", false},
 	} {
@@ -262,7 +267,7 @@ func TestReservedJobEnv(t *testing.T) {
 		for kind, err := range map[string]error{"cluster": errC, "machine": errM, "pool": errP} {
 			t.Run(tc.env+"/"+kind, func(t *testing.T) {
 				if tc.refused {
-					framework.RequireInvalid(t, err, "spec.jobs.env", "must not set HOME or names starting with TF_ or KUBE_")
+					framework.RequireInvalid(t, err, "spec.jobs.env", "must not set HOME, TERRAFORM_CONFIG, GODEBUG or names starting with TF_ or KUBE_")
 				} else if err != nil {
 					t.Fatalf("%s must be accepted: %v", tc.env, err)
 				}

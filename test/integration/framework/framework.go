@@ -1,5 +1,6 @@
 // Package framework starts one real control plane per integration test
-// package (test/controlplane), installs the CRDs, and gives tests clients for
+// package (test/controlplane), installs the CRDs and the shipped admission
+// policy (manifests/policy), and gives tests clients for
 // the admin and for impersonated or token users, and a way to run the
 // manager in-process or as a subprocess.
 package framework
@@ -51,6 +52,11 @@ type Options struct {
 	// ManagerRBAC applies the manager's namespace and RBAC from manifests/,
 	// so a manager run as controlplane.Manager has exactly those permissions.
 	ManagerRBAC bool
+	// Node also starts a node, so Pods run (controlplane.Options.Node; root
+	// and the node's packages and binaries). Main fails without them: a
+	// package that would rather skip checks controlplane.NodePrerequisites
+	// in its TestMain first.
+	Node bool
 }
 
 // env is set by Main for the package's tests.
@@ -91,6 +97,7 @@ func run(m *testing.M, opts Options) (int, error) {
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		BinDir:            filepath.Join(root, "bin"),
 		ControllerManager: opts.ControllerManager,
+		Node:              opts.Node,
 	})
 	if err != nil {
 		return 0, err
@@ -104,6 +111,12 @@ func run(m *testing.M, opts Options) (int, error) {
 		return 0, err
 	}
 	if e.Captf, err = versioned.NewForConfig(e.Admin); err != nil {
+		return 0, err
+	}
+	// The shipped ValidatingAdmissionPolicy (SPEC B3) guards every package:
+	// the manager's writes, as its ServiceAccount user, must pass it, and
+	// so must the admin's (system:masters) forged fixtures.
+	if err := e.Apply(ctx, "manifests/policy"); err != nil {
 		return 0, err
 	}
 	if opts.ManagerRBAC {

@@ -33,12 +33,15 @@ type SourceSpec struct {
 type JobsSpec struct {
 	// Env is extra environment for the Job's Terraform container. Names starting
 	// with TF_, KUBE_ or CAPTF_, and HOME, are reserved and rejected (SPEC A9,
-	// T3): the Job and the runner set those themselves.
+	// T3): the Job and the runner set those themselves. TERRAFORM_CONFIG (the
+	// legacy TF_CLI_CONFIG_FILE) and GODEBUG (http2debug prints request
+	// headers, i.e. credentials) are rejected too: the runner removes them
+	// (SPEC B7).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=100
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('TF_') && !e.name.startsWith('KUBE_') && e.name != 'HOME')",message="spec.jobs.env must not set HOME or names starting with TF_ or KUBE_: the Job and the runner set those (A9)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('TF_') && !e.name.startsWith('KUBE_') && !(e.name in ['HOME', 'TERRAFORM_CONFIG', 'GODEBUG']))",message="spec.jobs.env must not set HOME, TERRAFORM_CONFIG, GODEBUG or names starting with TF_ or KUBE_: the Job and the runner set or remove those (A9, B7)"
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('CAPTF_'))",message="spec.jobs.env must not set names starting with CAPTF_: the Job sets those for the runner (CAPTF_VARIABLES carries spec.variables, T3)"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 

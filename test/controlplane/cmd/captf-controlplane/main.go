@@ -12,6 +12,9 @@
 //	webhook-configuration.yaml  manifests/webhook pointed at https://127.0.0.1:<MANAGER_WEBHOOK_PORT>
 //	controlplane.env         APISERVER_URL, the PIDs of every process, free ports for the manager
 //	controlplane.ready       once everything answers; removed on exit
+//
+// With --node it also starts a node (root; see docs/local-control-plane.md,
+// "A node"): controlplane.env then says NODE=1 and CONTAINERD_ADDRESS.
 package main
 
 import (
@@ -40,14 +43,15 @@ func main() {
 	binDir := flag.String("bin-dir", "bin", "directory with etcd, kube-apiserver and kube-controller-manager")
 	crds := flag.String("crds", "manifests/crds", "directory of CRD YAML to install")
 	flag.StringVar(&webhookManifest, "webhook-manifest", "manifests/webhook/validating_webhook_configuration.yaml", "the ValidatingWebhookConfiguration to point at the local manager")
+	node := flag.Bool("node", false, "also start a node (containerd, kubelet, kube-scheduler, kube-proxy); needs root")
 	flag.Parse()
-	if err := run(*dir, *binDir, *crds); err != nil {
+	if err := run(*dir, *binDir, *crds, *node); err != nil {
 		fmt.Fprintln(os.Stderr, "captf-controlplane:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, binDir, crds string) error {
+func run(dir, binDir, crds string, node bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	dir, err := filepath.Abs(dir)
@@ -63,7 +67,7 @@ func run(dir, binDir, crds string) error {
 		return err
 	}
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Dir: cpDir, ControllerManager: true})
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Dir: cpDir, ControllerManager: true, Node: node})
 	if err != nil {
 		return err
 	}
@@ -124,6 +128,9 @@ func run(dir, binDir, crds string) error {
 		fmt.Fprintf(&env, "%s_PID=%d\n", strings.ToUpper(strings.ReplaceAll(n, "-", "_")), pids[n])
 	}
 	fmt.Fprintf(&env, "LOG_DIR=%s\n", filepath.Join(cpDir, "logs"))
+	if node {
+		fmt.Fprintf(&env, "NODE=1\nCONTAINERD_ADDRESS=%s\n", controlplane.ContainerdAddress)
+	}
 	// Free ports for the manager that local-up.sh starts next.
 	fmt.Fprintf(&env, "MANAGER_WEBHOOK_PORT=%d\n", webhookPort)
 	for _, name := range []string{"MANAGER_METRICS_PORT", "MANAGER_HEALTH_PORT"} {

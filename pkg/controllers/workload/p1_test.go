@@ -1,0 +1,44 @@
+package workload
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+)
+
+// P1: a resync pass adds every key first, so the pass's first reconcile of
+// an identity reads its source and the others reuse that read; a key added
+// again afterwards (a change) reads afresh.
+func TestSyncPassReadsEachSourceOnce(t *testing.T) {
+	f := newFixture(t)
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)),
+		newCluster("c1", withFinalizer), newCluster("c2", withFinalizer), newCluster("c3", withFinalizer))
+	q := f.c.queues[v1alpha1.KindTerraformCluster]
+	keys := []string{"c1", "c2", "c3"}
+	for _, n := range keys {
+		q.Add(cache.ObjectName{Namespace: testNS, Name: n})
+	}
+	for _, n := range keys {
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, n))
+	}
+	require.Equal(t, 1, f.sourceReads(), "one source GET for the pass")
+	f.catchUp()
+
+	q.Add(cache.ObjectName{Namespace: testNS, Name: "c2"}) // a change
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c2"))
+	require.Equal(t, 1, f.sourceReads(), "a triggered reconcile reads afresh")
+}
+
+// sourceReads counts the GETs of the source Secret since the last reset.
+func (f *fixture) sourceReads() int {
+	n := 0
+	for _, r := range f.readsOf("secrets") {
+		if r == "get secrets "+sourceNS+"/"+sourceName {
+			n++
+		}
+	}
+	return n
+}
