@@ -23,6 +23,16 @@
 //   - J5: the module image runs `captf runner apply|destroy` from [RunnerPath],
 //     which an init container running the manager's --runner-image installs
 //     into a shared emptyDir. The runner (J6) lives in pkg/runner.
+//   - T3: spec.variables reach the runner as compact JSON in CAPTF_VARIABLES
+//     ([EnvVariables]), after the J3 three; the object's env cannot set
+//     CAPTF_* names. [ValidateVariables] checks what the CRD cannot.
+//   - T6: the pod passes Pod Security "restricted" by default
+//     ([PodSecurityContext], [ContainerSecurityContext], on both
+//     containers), the object's overrides merged field by field; the root
+//     filesystem is read-only and emptyDirs hold [WorkDir], [TmpDir] and
+//     [HomeDir].
+//   - T8: `--lock-timeout` from spec.jobs.lockTimeoutSeconds
+//     ([DefaultLockTimeoutSeconds] when unset), with `--workdir` and `--home`.
 //   - C5: the Job carries the captf.io/source-hash of the mirror it started
 //     with ([SourceHashOf]).
 //   - J7, reading: what a Job's status conditions say ([Status], [Finished]);

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -45,6 +47,33 @@ const (
 	// the runner and Terraform (SPEC J5, J6).
 	ContainerName = "terraform"
 
+	// WorkVolumeName is the emptyDir holding the runner's writable copy of
+	// the module directory (SPEC T2, T6), mounted at WorkDir.
+	WorkVolumeName = "work"
+	// WorkDir is the runner's --workdir: the module is copied here and
+	// Terraform runs here, with the variables file (T3).
+	WorkDir = "/var/run/captf/work"
+	// HomeVolumeName is the emptyDir for Terraform's HOME (T6), at HomeDir.
+	HomeVolumeName = "home"
+	// HomeDir is the runner's --home, the HOME it gives Terraform.
+	HomeDir = "/var/run/captf/home"
+	// TmpVolumeName is the emptyDir mounted at TmpDir (T6): the root
+	// filesystem is read-only.
+	TmpVolumeName = "tmp"
+	// TmpDir is /tmp.
+	TmpDir = "/tmp"
+
+	// DefaultLockTimeoutSeconds is the runner's --lock-timeout when the
+	// object sets none (SPEC T8; the CRD defaults
+	// spec.jobs.lockTimeoutSeconds to it).
+	DefaultLockTimeoutSeconds int64 = 300
+
+	// RunAsUser, RunAsGroup and [CredentialsGroup] (fsGroup) are the pod's
+	// default identity (SPEC T6), unless spec.jobs.podSecurityContext sets
+	// them: a non-root user, as Pod Security "restricted" requires.
+	RunAsUser  int64 = 65532
+	RunAsGroup int64 = 65532
+
 	// DefaultActiveDeadlineSeconds is the Job's deadline when the object sets
 	// none (SPEC J4; the CRD defaults spec.jobs.activeDeadlineSeconds to it).
 	DefaultActiveDeadlineSeconds int64 = 3600
@@ -64,6 +93,15 @@ const (
 	EnvTFInAutomation = "TF_IN_AUTOMATION"
 	EnvTFInput        = "TF_INPUT"
 	EnvKubeNamespace  = "KUBE_NAMESPACE"
+)
+
+// EnvVariables carries spec.variables to the runner as compact JSON, which
+// writes them as a variables file in the working copy (SPEC T3). It follows
+// the J3 three; names starting with EnvReservedPrefix are the Job's: the CRD
+// refuses them in spec.jobs.env and Build drops them from it.
+const (
+	EnvVariables      = "CAPTF_VARIABLES"
+	EnvReservedPrefix = "CAPTF_"
 )
 
 // Params is everything a Job depends on. Two calls of [Build] with equal
@@ -105,6 +143,17 @@ type Params struct {
 	// Reapply numbers a re-apply Job of the same generation after a
 	// rotation (SPEC C6); 0 for the generation's first apply.
 	Reapply int
+	// Variables is the object's spec.variables as JSON (SPEC T3); nil, empty
+	// or null sets no CAPTF_VARIABLES. Build compacts a copy.
+	Variables []byte
+	// LockTimeoutSeconds is the object's spec.jobs.lockTimeoutSeconds (SPEC
+	// T8); nil means DefaultLockTimeoutSeconds, 0 no wait.
+	LockTimeoutSeconds *int64
+	// PodSecurityContext and SecurityContext are the object's
+	// spec.jobs.podSecurityContext and spec.jobs.securityContext, merged
+	// field by field over the T6 defaults; Build copies them.
+	PodSecurityContext *corev1.PodSecurityContext
+	SecurityContext    *corev1.SecurityContext
 }
 
 // Build returns the Job for p (SPEC J1-J5, C5). The result shares no memory
@@ -169,19 +218,19 @@ func Build(p Params) *batchv1.Job {
 }
 
 // CredentialsGroup is the pod's fsGroup: the group that owns the credential
-// files, added to every container's supplementary groups (see podSpec).
+// files, added to every container's supplementary groups (see
+// [PodSecurityContext]), unless spec.jobs.podSecurityContext sets another.
 const CredentialsGroup int64 = 65532
 
-// podSpec is the pod template's spec (SPEC J2, J3, J5).
+// podSpec is the pod template's spec (SPEC J2, J3, J5, T6).
 func podSpec(p Params) corev1.PodSpec {
+	emptyDir := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	}
 	return corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
-		// The credential files are 0440 (J2) and owned by root. fsGroup makes
-		// the kubelet give them this group and adds the group to every
-		// container's supplementary groups, so a module image running as any
-		// non-root user can read them, without widening the mode.
-		SecurityContext: &corev1.PodSecurityContext{FSGroup: ptr.To(CredentialsGroup)},
+		SecurityContext:               PodSecurityContext(p.PodSecurityContext),
 		Volumes: []corev1.Volume{
 			{
 				Name: CredentialsVolumeName,
@@ -193,10 +242,12 @@ func podSpec(p Params) corev1.PodSpec {
 					DefaultMode: ptr.To(CredentialsFileMode),
 				}},
 			},
-			{
-				Name:         RunnerVolumeName,
-				VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
-			},
+			emptyDir(RunnerVolumeName),
+			// The root filesystem is read-only (T6): these are all the
+			// Terraform container can write.
+			emptyDir(WorkVolumeName),
+			emptyDir(TmpVolumeName),
+			emptyDir(HomeVolumeName),
 		},
 		InitContainers: []corev1.Container{{
 			Name:  InitContainerName,
@@ -206,13 +257,15 @@ func podSpec(p Params) corev1.PodSpec {
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: RunnerVolumeName, MountPath: RunnerDir},
 			},
+			// The defaults only: the overrides are for the module's container.
+			SecurityContext: ContainerSecurityContext(nil),
 		}},
 		Containers: []corev1.Container{{
 			Name:  ContainerName,
 			Image: p.ModuleImage,
-			// No --chdir: Terraform runs in the module image's working
-			// directory (J6).
-			Command: []string{RunnerPath, "runner", string(p.Action)},
+			// The runner copies the image's working directory (the module)
+			// to WorkDir and runs Terraform there (J6, T2).
+			Command: command(p),
 			EnvFrom: []corev1.EnvFromSource{{
 				SecretRef: &corev1.SecretEnvSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: p.MirrorName},
@@ -222,34 +275,137 @@ func podSpec(p Params) corev1.PodSpec {
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: CredentialsVolumeName, MountPath: CredentialsMountPath, ReadOnly: true},
 				{Name: RunnerVolumeName, MountPath: RunnerDir, ReadOnly: true},
+				{Name: WorkVolumeName, MountPath: WorkDir},
+				{Name: TmpVolumeName, MountPath: TmpDir},
+				{Name: HomeVolumeName, MountPath: HomeDir},
 			},
+			SecurityContext: ContainerSecurityContext(p.SecurityContext),
 		}},
 	}
 }
 
-// env is the Terraform container's env (SPEC J3): the Job's three variables
-// first, then a deep copy of the object's env in order. env takes precedence
-// over envFrom, so no mirror key can override the three.
+// command is the Terraform container's command (SPEC J5, T2, T8):
+// `captf runner <action>` with the working copy, HOME and lock wait.
+func command(p Params) []string {
+	lock := DefaultLockTimeoutSeconds
+	if p.LockTimeoutSeconds != nil && *p.LockTimeoutSeconds >= 0 {
+		lock = *p.LockTimeoutSeconds
+	}
+	return []string{
+		RunnerPath, "runner", string(p.Action),
+		"--workdir=" + WorkDir,
+		"--home=" + HomeDir,
+		"--lock-timeout=" + strconv.FormatInt(lock, 10) + "s",
+	}
+}
+
+// PodSecurityContext returns override merged over the pod defaults of SPEC
+// T6, field by field: runAsNonRoot true, runAsUser [RunAsUser], runAsGroup
+// [RunAsGroup], fsGroup [CredentialsGroup], seccompProfile RuntimeDefault.
+// A field override sets replaces the default whole (a seccompProfile with
+// its localhostProfile, for one); the others keep it. The result shares no
+// memory with override.
+func PodSecurityContext(override *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	sc := &corev1.PodSecurityContext{}
+	if override != nil {
+		sc = override.DeepCopy()
+	}
+	if sc.RunAsNonRoot == nil {
+		sc.RunAsNonRoot = ptr.To(true)
+	}
+	if sc.RunAsUser == nil {
+		sc.RunAsUser = ptr.To(RunAsUser)
+	}
+	if sc.RunAsGroup == nil {
+		sc.RunAsGroup = ptr.To(RunAsGroup)
+	}
+	if sc.FSGroup == nil {
+		// The credential files are 0440 (J2) and owned by root. fsGroup
+		// makes the kubelet give them this group and adds the group to
+		// every container's supplementary groups, so a module image running
+		// as any non-root user can read them, without widening the mode.
+		sc.FSGroup = ptr.To(CredentialsGroup)
+	}
+	if sc.SeccompProfile == nil {
+		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	return sc
+}
+
+// ContainerSecurityContext returns override merged over the container
+// defaults of SPEC T6, field by field: allowPrivilegeEscalation false,
+// capabilities.drop [ALL], readOnlyRootFilesystem true. The values the CRD
+// refuses (privileged or allowPrivilegeEscalation true, capabilities.add)
+// are dropped here too, for an object stored without that validation. The
+// result shares no memory with override.
+func ContainerSecurityContext(override *corev1.SecurityContext) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{}
+	if override != nil {
+		sc = override.DeepCopy()
+	}
+	if ptr.Deref(sc.Privileged, false) {
+		sc.Privileged = nil
+	}
+	if ptr.Deref(sc.AllowPrivilegeEscalation, true) {
+		sc.AllowPrivilegeEscalation = ptr.To(false)
+	}
+	if sc.Capabilities == nil {
+		sc.Capabilities = &corev1.Capabilities{}
+	}
+	sc.Capabilities.Add = nil
+	if sc.Capabilities.Drop == nil {
+		sc.Capabilities.Drop = []corev1.Capability{"ALL"}
+	}
+	if sc.ReadOnlyRootFilesystem == nil {
+		sc.ReadOnlyRootFilesystem = ptr.To(true)
+	}
+	return sc
+}
+
+// env is the Terraform container's env (SPEC J3, T3): the Job's three
+// variables first, then CAPTF_VARIABLES when the object sets variables, then
+// a deep copy of the object's env in order. env takes precedence over
+// envFrom, so no mirror key can override the Job's entries.
 //
-// An object entry with one of the three names is left out. Admission rejects
-// them (A9), so this only matters for an object stored without that
-// validation; were it kept, the kubelet would let the later entry win and
-// the object could, for example, turn TF_INPUT back on.
+// An object entry with one of the three names, or starting with CAPTF_, is
+// left out. Admission rejects them (A9, T3), so this only matters for an
+// object stored without that validation; were it kept, the kubelet would let
+// the later entry win and the object could, for example, turn TF_INPUT back
+// on or replace the variables.
 func env(p Params) []corev1.EnvVar {
-	out := make([]corev1.EnvVar, 0, 3+len(p.Env))
+	out := make([]corev1.EnvVar, 0, 4+len(p.Env))
 	out = append(out,
 		corev1.EnvVar{Name: EnvTFInAutomation, Value: "1"},
 		corev1.EnvVar{Name: EnvTFInput, Value: "0"},
 		corev1.EnvVar{Name: EnvKubeNamespace, Value: p.Namespace},
 	)
+	if v, ok := variables(p.Variables); ok {
+		out = append(out, corev1.EnvVar{Name: EnvVariables, Value: v})
+	}
 	for i := range p.Env {
-		switch p.Env[i].Name {
-		case EnvTFInAutomation, EnvTFInput, EnvKubeNamespace:
+		switch name := p.Env[i].Name; {
+		case name == EnvTFInAutomation, name == EnvTFInput, name == EnvKubeNamespace,
+			strings.HasPrefix(name, EnvReservedPrefix):
 			continue
 		}
 		out = append(out, *p.Env[i].DeepCopy())
 	}
 	return out
+}
+
+// variables returns raw as compact JSON, and false when raw is empty or
+// null (no variables). JSON that does not compact (the API server stores
+// none) is passed on as it is, for the runner to refuse loudly.
+func variables(raw []byte) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw), true
+	}
+	return b.String(), true
 }
 
 // managedLabels returns a new map on each call so the Job's and the pod

@@ -52,8 +52,14 @@ func params(action v1alpha1.JobAction) Params {
 		},
 		ActiveDeadlineSeconds: 7200,
 		SourceHash:            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		Variables:             []byte(`{ "region": "eu-west-1", "zones": [ "a", "b" ] }`),
+		LockTimeoutSeconds:    ptr.To[int64](600),
+		PodSecurityContext:    &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](1000)},
 	}
 }
+
+// testVariables is params' Variables as the Job carries them (T3).
+const testVariables = `{"region":"eu-west-1","zones":["a","b"]}`
 
 // TestBuildGolden compares whole Jobs with testdata/<name>.golden.yaml
 // (SPEC J1-J5, C5). Run `go test ./pkg/controllers/jobs/ -run TestBuildGolden
@@ -66,6 +72,9 @@ func TestBuildGolden(t *testing.T) {
 	minimal.Env = nil
 	minimal.ActiveDeadlineSeconds = 0
 	minimal.SourceHash = ""
+	minimal.Variables = nil
+	minimal.LockTimeoutSeconds = nil
+	minimal.PodSecurityContext = nil
 
 	for name, p := range map[string]Params{
 		"apply":         params(v1alpha1.JobActionApply),
@@ -88,6 +97,9 @@ func TestBuildGolden(t *testing.T) {
 			require.Contains(t, string(got), "defaultMode: 288", "J2: 0440")
 			require.Contains(t, string(got), "controller: true", "J1")
 			require.Contains(t, string(got), "backoffLimit: 0", "J4")
+			require.Equal(t, 2, strings.Count(string(got), "readOnlyRootFilesystem: true"), "T6: both containers")
+			require.Equal(t, 2, strings.Count(string(got), "allowPrivilegeEscalation: false"), "T6: both containers")
+			require.Contains(t, string(got), "type: RuntimeDefault", "T6")
 		})
 	}
 }
@@ -164,6 +176,7 @@ func TestBuildJ3EnvFirstThenUserEnvAndOptionalFieldsAbsent(t *testing.T) {
 		{Name: "TF_IN_AUTOMATION", Value: "1"},
 		{Name: "TF_INPUT", Value: "0"},
 		{Name: "KUBE_NAMESPACE", Value: "team-a"},
+		{Name: "CAPTF_VARIABLES", Value: testVariables},
 		p.Env[0],
 		p.Env[1],
 	}, c.Env)
@@ -185,12 +198,9 @@ func TestBuildJ3EnvFirstThenUserEnvAndOptionalFieldsAbsent(t *testing.T) {
 
 	pod := spec.Template.Spec
 	require.Empty(t, pod.ServiceAccountName)
-	// Only fsGroup, so non-root module users can read the 0440 files.
-	require.Equal(t, &corev1.PodSecurityContext{FSGroup: ptr.To(CredentialsGroup)}, pod.SecurityContext)
 	require.Nil(t, pod.AutomountServiceAccountToken)
 	require.Nil(t, pod.EnableServiceLinks)
 	for _, c := range append(pod.InitContainers, pod.Containers...) {
-		require.Nil(t, c.SecurityContext, c.Name)
 		require.Empty(t, c.Resources, c.Name)
 		require.Empty(t, c.ImagePullPolicy, c.Name)
 		require.Empty(t, c.WorkingDir, c.Name)
@@ -207,12 +217,15 @@ func TestBuildJ3UserEnvCannotOverrideJobEnv(t *testing.T) {
 		{Name: "A", Value: "a"},
 		{Name: "KUBE_NAMESPACE", Value: "other"},
 		{Name: "TF_IN_AUTOMATION", Value: ""},
+		{Name: "CAPTF_VARIABLES", Value: `{"region":"us-east-1"}`},
+		{Name: "CAPTF_OTHER", Value: "x"},
 		{Name: "B", Value: "b"},
 	}
 	require.Equal(t, []corev1.EnvVar{
 		{Name: "TF_IN_AUTOMATION", Value: "1"},
 		{Name: "TF_INPUT", Value: "0"},
 		{Name: "KUBE_NAMESPACE", Value: "team-a"},
+		{Name: "CAPTF_VARIABLES", Value: testVariables},
 		{Name: "A", Value: "a"},
 		{Name: "B", Value: "b"},
 	}, Build(p).Spec.Template.Spec.Containers[0].Env)
@@ -260,15 +273,16 @@ func TestBuildJ5InitContainerAndRunnerCommand(t *testing.T) {
 			c := pod.Containers[0]
 			require.Equal(t, "terraform", c.Name)
 			require.Equal(t, testModuleImage, c.Image)
-			require.Equal(t, []string{"/opt/captf/bin/captf", "runner", string(action)}, c.Command)
-			require.Nil(t, c.Args, "J6: no --chdir, the image's working directory is the module")
+			require.Equal(t, []string{"/opt/captf/bin/captf", "runner", string(action),
+				"--workdir=/var/run/captf/work", "--home=/var/run/captf/home", "--lock-timeout=600s"}, c.Command)
+			require.Nil(t, c.Args, "J6: no --chdir, the runner copies the image's working directory")
 			m := mount(t, c, RunnerVolumeName)
 			require.Equal(t, RunnerDir, m.MountPath)
 			require.True(t, m.ReadOnly)
 
 			vol := volume(t, pod, RunnerVolumeName)
 			require.Equal(t, &corev1.EmptyDirVolumeSource{}, vol.EmptyDir)
-			require.Len(t, pod.Volumes, 2)
+			require.Len(t, pod.Volumes, 5)
 		})
 	}
 	require.Equal(t, RunnerDir+"/captf", RunnerPath)
@@ -286,10 +300,11 @@ func TestBuildNoAliasingOfParamsEnv(t *testing.T) {
 	job := Build(p)
 	env := job.Spec.Template.Spec.Containers[0].Env
 
+	// After the J3 three and CAPTF_VARIABLES (T3).
 	// Changing the result leaves the caller's slice alone...
-	env[3].Value = "changed"
-	env[4].ValueFrom.ConfigMapKeyRef.Key = "changed"
-	env[4].ValueFrom.ConfigMapKeyRef.Name = "changed"
+	env[4].Value = "changed"
+	env[5].ValueFrom.ConfigMapKeyRef.Key = "changed"
+	env[5].ValueFrom.ConfigMapKeyRef.Name = "changed"
 	require.Equal(t, "eu-west-1", p.Env[0].Value)
 	require.Equal(t, "owner", p.Env[1].ValueFrom.ConfigMapKeyRef.Key)
 	require.Equal(t, "team-info", p.Env[1].ValueFrom.ConfigMapKeyRef.Name)
@@ -299,8 +314,8 @@ func TestBuildNoAliasingOfParamsEnv(t *testing.T) {
 	p.Env[0].Value = "x"
 	p.Env[1].ValueFrom.ConfigMapKeyRef.Key = "x"
 	env = job.Spec.Template.Spec.Containers[0].Env
-	require.Equal(t, "eu-west-1", env[3].Value)
-	require.Equal(t, "owner", env[4].ValueFrom.ConfigMapKeyRef.Key)
+	require.Equal(t, "eu-west-1", env[4].Value)
+	require.Equal(t, "owner", env[5].ValueFrom.ConfigMapKeyRef.Key)
 }
 
 func TestBuildDeterministic(t *testing.T) {

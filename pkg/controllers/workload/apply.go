@@ -183,6 +183,10 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		SourceHash:            creds.hash,
 		Identity:              creds.identity,
 		Reapply:               reapply,
+		Variables:             v1alpha1.VariablesOf(w.robj),
+		LockTimeoutSeconds:    w.jobs.LockTimeoutSeconds,
+		PodSecurityContext:    w.jobs.PodSecurityContext,
+		SecurityContext:       w.jobs.SecurityContext,
 	})
 	created, err := c.kube.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {

@@ -306,6 +306,8 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 	for _, v := range []int64{1, 86400} {
 		good := cluster(ns, fmt.Sprintf("good-%d", v), &v1alpha1.IdentityReference{Name: "x"})
 		good.Spec.Jobs.ActiveDeadlineSeconds = ptr.To(v)
+		// T8: the lock wait (default 300) must stay below the deadline.
+		good.Spec.Jobs.LockTimeoutSeconds = ptr.To(v - 1)
 		if _, err := clusters.Create(ctx, good, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("activeDeadlineSeconds=%d must be accepted: %v", v, err)
 		}

@@ -233,7 +233,7 @@ func TestUnresolvableIdentities(t *testing.T) {
 	f.Cluster(ns, "no-secret", missingSecret)
 	orphan, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1alpha1.TerraformMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{v1alpha1.LabelClusterName: "missing-cluster"}},
-		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}, Jobs: v1alpha1.JobsSpec{ActiveDeadlineSeconds: ptr.To[int64](60)}},
+		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}, Jobs: v1alpha1.JobsSpec{ActiveDeadlineSeconds: ptr.To[int64](60), LockTimeoutSeconds: ptr.To[int64](30)}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // IdentityReference names a TerraformClusterIdentity.
@@ -28,17 +29,20 @@ type SourceSpec struct {
 }
 
 // JobsSpec tunes the Jobs the manager creates for an object.
+// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds (default 300) must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
 type JobsSpec struct {
 	// Env is extra environment for the Job's Terraform container. Names starting
-	// with TF_ or KUBE_, and HOME, are reserved and rejected (SPEC A9): the Job
-	// and the runner set those themselves. TERRAFORM_CONFIG (the legacy
-	// TF_CLI_CONFIG_FILE) and GODEBUG (http2debug prints request headers, i.e.
-	// credentials) are rejected too: the runner removes them (SPEC B7).
+	// with TF_, KUBE_ or CAPTF_, and HOME, are reserved and rejected (SPEC A9,
+	// T3): the Job and the runner set those themselves. TERRAFORM_CONFIG (the
+	// legacy TF_CLI_CONFIG_FILE) and GODEBUG (http2debug prints request
+	// headers, i.e. credentials) are rejected too: the runner removes them
+	// (SPEC B7).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=100
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('TF_') && !e.name.startsWith('KUBE_') && !(e.name in ['HOME', 'TERRAFORM_CONFIG', 'GODEBUG']))",message="spec.jobs.env must not set HOME, TERRAFORM_CONFIG, GODEBUG or names starting with TF_ or KUBE_: the Job and the runner set or remove those (A9, B7)"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('CAPTF_'))",message="spec.jobs.env must not set names starting with CAPTF_: the Job sets those for the runner (CAPTF_VARIABLES carries spec.variables, T3)"
 	Env []corev1.EnvVar `json:"env,omitempty"`
 
 	// ActiveDeadlineSeconds bounds each Job's run time (SPEC J4).
@@ -54,6 +58,36 @@ type JobsSpec struct {
 	// infrastructure they build.
 	// +optional
 	ReapplyOnRotation bool `json:"reapplyOnRotation,omitempty"`
+
+	// LockTimeoutSeconds is how long Terraform waits for the state lock held
+	// by another run before it gives up (`-lock-timeout`, SPEC T8). 0 means
+	// do not wait. It must be below activeDeadlineSeconds.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86399
+	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
+
+	// PodSecurityContext is merged over the Job pod's securityContext field by
+	// field (SPEC T6): a field set here replaces the default, an unset field
+	// keeps it. The defaults pass Pod Security "restricted": runAsNonRoot
+	// true, runAsUser, runAsGroup and fsGroup 65532, seccompProfile
+	// RuntimeDefault. Relaxing them may get the pod refused in a namespace
+	// that enforces "restricted".
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+
+	// SecurityContext is merged over the securityContext of the Terraform
+	// container (not the init container) field by field (SPEC T6). The
+	// defaults are allowPrivilegeEscalation false, capabilities.drop [ALL]
+	// and readOnlyRootFilesystem true. privileged: true,
+	// allowPrivilegeEscalation: true and any capabilities.add entry are
+	// refused.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.privileged) || !self.privileged",message="spec.jobs.securityContext.privileged must not be true: Job pods run unprivileged (T6)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.allowPrivilegeEscalation) || !self.allowPrivilegeEscalation",message="spec.jobs.securityContext.allowPrivilegeEscalation must not be true (T6)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.capabilities) || !has(self.capabilities.add) || size(self.capabilities.add) == 0",message="spec.jobs.securityContext.capabilities.add must be empty: Job pods get no added capability (T6)"
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // JobAction is what a Job does with the module.
@@ -99,3 +133,22 @@ type WorkloadStatus struct {
 
 // GetConditions returns the status conditions.
 func (s *WorkloadStatus) GetConditions() []metav1.Condition { return s.Conditions }
+
+// VariablesOf returns the spec.variables (SPEC T3) of a TerraformCluster,
+// TerraformMachine or TerraformMachinePool as JSON, nil when unset or for
+// any other object. The slice is the object's: do not modify it.
+func VariablesOf(obj runtime.Object) []byte {
+	var v *runtime.RawExtension
+	switch o := obj.(type) {
+	case *TerraformCluster:
+		v = o.Spec.Variables
+	case *TerraformMachine:
+		v = o.Spec.Variables
+	case *TerraformMachinePool:
+		v = o.Spec.Variables
+	}
+	if v == nil {
+		return nil
+	}
+	return v.Raw
+}

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // +genclient
@@ -45,6 +46,22 @@ type TerraformMachinePoolSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Jobs JobsSpec `json:"jobs,omitempty"`
+
+	// Variables are the module's input variables (SPEC T3): a JSON object of
+	// variable name to value, written by the runner as a variables file in
+	// the working copy for apply and destroy. At most 256 keys (refused
+	// here) and 64 KiB; keys are Terraform identifiers (a letter or _, then
+	// letters, digits, _ or -) and the prefix captf_ is reserved. The CRD
+	// cannot check the size, nor the keys of an object without a schema
+	// (CEL sees none of them); see jobs.ValidateVariables. A change is a spec
+	// change: a new generation, applied by a new Job (J1). Variables are not
+	// secret: they are visible in the object and in the Job; credentials
+	// belong in the identity's Secret.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:MaxProperties=256
+	Variables *runtime.RawExtension `json:"variables,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -121,6 +121,21 @@ func (in *JobsSpec) DeepCopyInto(out *JobsSpec) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.LockTimeoutSeconds != nil {
+		in, out := &in.LockTimeoutSeconds, &out.LockTimeoutSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.PodSecurityContext != nil {
+		in, out := &in.PodSecurityContext, &out.PodSecurityContext
+		*out = new(corev1.PodSecurityContext)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.SecurityContext != nil {
+		in, out := &in.SecurityContext, &out.SecurityContext
+		*out = new(corev1.SecurityContext)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
@@ -400,6 +415,11 @@ func (in *TerraformClusterSpec) DeepCopyInto(out *TerraformClusterSpec) {
 	}
 	out.Source = in.Source
 	in.Jobs.DeepCopyInto(&out.Jobs)
+	if in.Variables != nil {
+		in, out := &in.Variables, &out.Variables
+		*out = new(runtime.RawExtension)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
@@ -545,6 +565,11 @@ func (in *TerraformMachinePoolSpec) DeepCopyInto(out *TerraformMachinePoolSpec) 
 	}
 	out.Source = in.Source
 	in.Jobs.DeepCopyInto(&out.Jobs)
+	if in.Variables != nil {
+		in, out := &in.Variables, &out.Variables
+		*out = new(runtime.RawExtension)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
@@ -568,6 +593,11 @@ func (in *TerraformMachineSpec) DeepCopyInto(out *TerraformMachineSpec) {
 	}
 	out.Source = in.Source
 	in.Jobs.DeepCopyInto(&out.Jobs)
+	if in.Variables != nil {
+		in, out := &in.Variables, &out.Variables
+		*out = new(runtime.RawExtension)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
