@@ -132,6 +132,12 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			"spec.source.image is not set: no Job can run")
 		return false, 0
 	}
+	if err := jobs.ValidateVariables(v1alpha1.VariablesOf(w.robj)); err != nil {
+		// T3: what the CRD cannot check is reported here; no Job runs.
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonInvalidVariables,
+			"%v: fix spec.variables and the apply Job starts (SPEC T3)", err)
+		return false, 0
+	}
 	return true, 0
 }
 

@@ -100,6 +100,11 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload) error {
 			"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil
 	}
+	if err := jobs.ValidateVariables(v1alpha1.VariablesOf(w.robj)); err != nil {
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonInvalidVariables,
+			"%v: fix spec.variables and the destroy Job starts (SPEC T3), or set annotation %s=%s", err, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+		return nil
+	}
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, 0)
 	if err != nil {
 		return err

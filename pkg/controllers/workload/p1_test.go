@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -41,4 +43,22 @@ func (f *fixture) sourceReads() int {
 		}
 	}
 	return n
+}
+
+// T3: what the CRD cannot check in spec.variables (key syntax, the
+// reserved captf_ prefix) is reported as a condition and starts no Job;
+// the message names the key, never a value.
+func TestSyncInvalidVariablesStartNoJob(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) {
+		c.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"captf_region":"v-x1-value","ok":1}`)}
+	})
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1)
+
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+
+	require.Empty(t, f.createdJobs())
+	c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonInvalidVariables)
+	require.Contains(t, c.Message, "captf_region")
+	require.NotContains(t, c.Message, "v-x1-value")
 }

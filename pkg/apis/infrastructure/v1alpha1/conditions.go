@@ -91,6 +91,11 @@ const (
 	ReasonIdentityNotAllowed ConditionReason = "IdentityNotAllowed"
 	// ReasonNoApplyYet: no Job has been created for this object yet.
 	ReasonNoApplyYet ConditionReason = "NoApplyYet"
+	// ReasonInvalidVariables: spec.variables breaks a limit of SPEC T3 that
+	// the CRD cannot check (key syntax, the reserved captf_ prefix, 64 KiB),
+	// so no Job runs until it is fixed. Ours: SPEC T3 says such limits are
+	// "reported as a condition" without naming the reason.
+	ReasonInvalidVariables ConditionReason = "InvalidVariables"
 	// ReasonJobRunning: a Job is running.
 	ReasonJobRunning ConditionReason = "JobRunning"
 )
