@@ -46,7 +46,7 @@ test-unit: ## Unit tests (with the race detector) and the fuzz seed corpora.
 	$(GO) test -race -count=1 ./cmd/... ./pkg/...
 
 .PHONY: test-integration
-test-integration: control-plane ## Integration tests against a real control plane.
+test-integration: control-plane tofu ## Integration tests against a real control plane (test/tofu runs OpenTofu built from the Go module proxy).
 	$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout 40m ./test/...
 
 # A real node (issue 12; docs/local-control-plane.md, "A node"): root, the

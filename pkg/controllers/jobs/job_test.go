@@ -2,12 +2,13 @@ package jobs
 
 import (
 	"flag"
-	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"

@@ -1,0 +1,64 @@
+package jobs
+
+import (
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+)
+
+// ActionOf returns the action a Job was built for (its captf.io/action
+// annotation): v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, or "" when
+// the annotation is missing or holds anything else.
+func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
+	if job == nil {
+		return ""
+	}
+	switch a := v1alpha1.JobAction(job.Annotations[v1alpha1.AnnotationJobAction]); a {
+	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy:
+		return a
+	}
+	return ""
+}
+
+// ReapplyOf returns a Job's re-apply number (SPEC C6); 0 for a first apply
+// or anything unreadable.
+func ReapplyOf(job *batchv1.Job) int {
+	if job == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(job.Annotations[v1alpha1.AnnotationJobReapply])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// GenerationOf returns the object generation a Job was built for (its
+// captf.io/generation annotation); ok is false when the annotation is missing
+// or not a decimal integer.
+func GenerationOf(job *batchv1.Job) (generation int64, ok bool) {
+	if job == nil {
+		return 0, false
+	}
+	v, found := job.Annotations[v1alpha1.AnnotationJobGeneration]
+	if !found || strings.HasPrefix(v, "+") {
+		return 0, false
+	}
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return g, true
+}
+
+// SourceHashOf returns the mirror source hash a Job started with (its
+// captf.io/source-hash annotation, SPEC C5), "" when it has none.
+func SourceHashOf(job *batchv1.Job) string {
+	if job == nil {
+		return ""
+	}
+	return job.Annotations[v1alpha1.AnnotationSourceHash]
+}
