@@ -145,7 +145,7 @@ func TestRunnerKubernetesBackend(t *testing.T) {
 			assert.NotContains(t, l, c.url, "the runner logs variable names, not values")
 		}
 	}
-	assert.Contains(t, out, "captf runner: removed environment variables (SPEC J6): KUBE_CONFIG_PATH TF_VAR_name\n")
+	assert.Contains(t, out, "captf runner: removed environment variables (SPEC J6, B7): KUBE_CONFIG_PATH TF_VAR_name\n")
 	assert.Contains(t, out, "(SPEC T3): credential_file fakecloud_endpoint name namespace\n")
 	res := c.resources(t, tokenA)
 	require.Len(t, res, 1)
