@@ -128,6 +128,10 @@ type Params struct {
 	// MirrorName is the mirror Secret in Namespace,
 	// credentials.MirrorName(identity) (SPEC M1, J2).
 	MirrorName string
+	// ServiceAccountName is the ServiceAccount the pod runs as (SPEC T1):
+	// the object's spec.jobs.serviceAccountName, else captf-runner. Empty
+	// leaves the field unset (the namespace's default ServiceAccount).
+	ServiceAccountName string
 	// Env is the object's spec.jobs.env, already validated (no TF_*, KUBE_*
 	// or HOME, SPEC A9). Build copies it.
 	Env []corev1.EnvVar
@@ -228,7 +232,10 @@ func podSpec(p Params) corev1.PodSpec {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
 	return corev1.PodSpec{
-		RestartPolicy:                 corev1.RestartPolicyNever,
+		RestartPolicy: corev1.RestartPolicyNever,
+		// T1: the state backend's permissions come with this ServiceAccount;
+		// its token is the pod's default projected volume, and no other.
+		ServiceAccountName:            p.ServiceAccountName,
 		TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
 		SecurityContext:               PodSecurityContext(p.PodSecurityContext),
 		Volumes: []corev1.Volume{

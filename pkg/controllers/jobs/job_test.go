@@ -32,16 +32,17 @@ const (
 // with user env, a custom deadline and a source hash.
 func params(action v1alpha1.JobAction) Params {
 	return Params{
-		OwnerAPIVersion: "infrastructure.cluster.x-k8s.io/v1alpha1",
-		OwnerKind:       "TerraformCluster",
-		OwnerName:       "prod.eu-west-1",
-		OwnerUID:        "6f1c2a4e-9b3d-4c1e-8a7f-0d2b5e6c7f81",
-		Namespace:       "team-a",
-		Generation:      7,
-		Action:          action,
-		ModuleImage:     testModuleImage,
-		RunnerImage:     testRunnerImage,
-		MirrorName:      testMirror,
+		OwnerAPIVersion:    "infrastructure.cluster.x-k8s.io/v1alpha1",
+		OwnerKind:          "TerraformCluster",
+		OwnerName:          "prod.eu-west-1",
+		OwnerUID:           "6f1c2a4e-9b3d-4c1e-8a7f-0d2b5e6c7f81",
+		Namespace:          "team-a",
+		Generation:         7,
+		Action:             action,
+		ModuleImage:        testModuleImage,
+		RunnerImage:        testRunnerImage,
+		MirrorName:         testMirror,
+		ServiceAccountName: "captf-runner",
 		Env: []corev1.EnvVar{
 			{Name: "AWS_REGION", Value: "eu-west-1"},
 			{Name: "OWNER_TEAM", ValueFrom: &corev1.EnvVarSource{
@@ -198,8 +199,8 @@ func TestBuildJ3EnvFirstThenUserEnvAndOptionalFieldsAbsent(t *testing.T) {
 	require.Nil(t, spec.Selector)
 
 	pod := spec.Template.Spec
-	require.Empty(t, pod.ServiceAccountName)
-	require.Nil(t, pod.AutomountServiceAccountToken)
+	require.Equal(t, "captf-runner", pod.ServiceAccountName, "T1: the runner ServiceAccount")
+	require.Nil(t, pod.AutomountServiceAccountToken, "T1: its token is the default projected volume")
 	require.Nil(t, pod.EnableServiceLinks)
 	for _, c := range append(pod.InitContainers, pod.Containers...) {
 		require.Empty(t, c.Resources, c.Name)

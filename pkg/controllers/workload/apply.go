@@ -171,9 +171,15 @@ func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentia
 
 // createJob creates the Job for action at w's generation. An existing Job of
 // that name (a previous pass's create not yet in the cache) counts as
-// created. It returns nil without error when the namespace is terminating.
+// created. It returns nil without error when the namespace is terminating
+// or no ServiceAccount may run the Job (T1: RunnerNotFound).
 func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1.JobAction, creds credentialResult, reapply int) (*batchv1.Job, error) {
+	runner, err := c.ensureRunner(ctx, w)
+	if err != nil || runner == "" {
+		return nil, err
+	}
 	job := jobs.Build(jobs.Params{
+		ServiceAccountName:    runner,
 		OwnerAPIVersion:       v1alpha1.SchemeGroupVersion.String(),
 		OwnerKind:             w.kind.name,
 		OwnerName:             w.obj.GetName(),

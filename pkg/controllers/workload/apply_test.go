@@ -60,6 +60,8 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 			require.Equal(t, []string{
 				"create secrets " + testNS + "/" + mirrorName,
 				"update " + res + " " + testNS + "/obj",
+				"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
+				"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
 				"create jobs " + testNS + "/" + wantName,
 				"update " + res + "/status " + testNS + "/obj",
 			}, f.writes(), "the finalizer is stored before the Job is created")
@@ -317,6 +319,8 @@ func TestSyncDeletingCreatesDestroyJob(t *testing.T) {
 	wantJob := jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionDestroy, 1)
 	require.Equal(t, []string{
 		"update secrets " + testNS + "/" + mirrorName,
+		"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
+		"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
 		"create jobs " + testNS + "/" + wantJob,
 		"update terraformclusters/status " + testNS + "/c1",
 	}, f.writes(), "mirror current first, then the destroy Job; the finalizer stays")

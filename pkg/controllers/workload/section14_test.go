@@ -498,6 +498,8 @@ func TestSyncC6ReapplyOnRotation(t *testing.T) {
 			wantName := jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)
 			require.Equal(t, []string{
 				"update secrets " + testNS + "/" + mirrorName,
+				"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
+				"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
 				"create jobs " + testNS + "/" + wantName,
 				"update terraformclusters/status " + testNS + "/c1",
 			}, f.writes(), "the mirror is made current, then exactly one re-apply Job")

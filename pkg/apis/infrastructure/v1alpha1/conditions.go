@@ -96,6 +96,11 @@ const (
 	// so no Job runs until it is fixed. Ours: SPEC T3 says such limits are
 	// "reported as a condition" without naming the reason.
 	ReasonInvalidVariables ConditionReason = "InvalidVariables"
+	// ReasonRunnerNotFound: the ServiceAccount spec.jobs.serviceAccountName
+	// names does not exist or lacks the label captf.io/runner=true, or
+	// captf-runner is held by an object captf did not create; no Job starts
+	// (SPEC T1).
+	ReasonRunnerNotFound ConditionReason = "RunnerNotFound"
 	// ReasonJobRunning: a Job is running.
 	ReasonJobRunning ConditionReason = "JobRunning"
 )

@@ -88,6 +88,19 @@ type JobsSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.allowPrivilegeEscalation) || !self.allowPrivilegeEscalation",message="spec.jobs.securityContext.allowPrivilegeEscalation must not be true (T6)"
 	// +kubebuilder:validation:XValidation:rule="!has(self.capabilities) || !has(self.capabilities.add) || size(self.capabilities.add) == 0",message="spec.jobs.securityContext.capabilities.add must be empty: Job pods get no added capability (T6)"
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+
+	// ServiceAccountName is the ServiceAccount the Jobs run as (SPEC T1).
+	// Unset: captf-runner, which the manager creates in the namespace with
+	// a RoleBinding to the ClusterRole captf-runner (Secrets and Leases, what
+	// Terraform's kubernetes state backend needs). Set: that ServiceAccount
+	// must exist and carry the label captf.io/runner=true, and its
+	// permissions are the operator's to grant; otherwise no Job starts
+	// (ApplyJobSucceeded=False/RunnerNotFound).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // JobAction is what a Job does with the module.

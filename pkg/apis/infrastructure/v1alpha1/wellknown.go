@@ -33,6 +33,12 @@ const (
 	AnnotationCredentialIdentities = "captf.io/credential-identities"
 	// LabelClusterName names the cluster a machine or pool belongs to (SPEC 1.2).
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
+	// LabelRunner, set to "true" on a ServiceAccount, lets objects name it in
+	// spec.jobs.serviceAccountName (SPEC T1).
+	LabelRunner = "captf.io/runner"
+	// RunnerName names the ServiceAccount, the RoleBinding and the
+	// ClusterRole the Jobs run with by default (SPEC T1).
+	RunnerName = "captf-runner"
 	// LabelMoveHierarchy is set on the identity CRD so clusterctl move carries it.
 	LabelMoveHierarchy = "clusterctl.cluster.x-k8s.io/move-hierarchy"
 )
