@@ -303,6 +303,10 @@ func command(p Params) []string {
 		"--workdir=" + WorkDir,
 		"--home=" + HomeDir,
 		"--lock-timeout=" + strconv.FormatInt(lock, 10) + "s",
+		// T2: the state lives in the object's namespace, in the backend's
+		// Secret for this object; apply and destroy share it.
+		"--state-namespace=" + p.Namespace,
+		"--state-suffix=" + StateSuffix(p.OwnerKind, p.OwnerName),
 	}
 }
 

@@ -276,7 +276,9 @@ func TestBuildJ5InitContainerAndRunnerCommand(t *testing.T) {
 			require.Equal(t, "terraform", c.Name)
 			require.Equal(t, testModuleImage, c.Image)
 			require.Equal(t, []string{"/opt/captf/bin/captf", "runner", string(action),
-				"--workdir=/var/run/captf/work", "--home=/var/run/captf/home", "--lock-timeout=600s"}, c.Command)
+				"--workdir=/var/run/captf/work", "--home=/var/run/captf/home", "--lock-timeout=600s",
+				// T2: the object's namespace and state suffix.
+				"--state-namespace=team-a", "--state-suffix=prod.eu-west-1-cluster"}, c.Command)
 			require.Nil(t, c.Args, "J6: no --chdir, the runner copies the image's working directory")
 			m := mount(t, c, RunnerVolumeName)
 			require.Equal(t, RunnerDir, m.MountPath)

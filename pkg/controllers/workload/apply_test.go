@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -350,18 +352,37 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 			f := newFixture(t)
 			c1 := newCluster("c1", deleting, func(c *v1alpha1.TerraformCluster) { c.Finalizers = append(c.Finalizers, "example.com/other") })
 			mirror := newMirror(identityName, testNS, sourceData(), append([]metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1)}, tc.others...)...)
+			state := func(name, suffix string) *corev1.Secret {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-" + name)}}
+				if suffix != "" {
+					s.Labels = map[string]string{"tfstate": "true", "tfstateSecretSuffix": suffix, "app.kubernetes.io/managed-by": "terraform"}
+				}
+				return s
+			}
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, mirror,
 				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded),
-				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionDestroy, 1, jobSucceeded))
+				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionDestroy, 1, jobSucceeded),
+				state("tfstate-default-c1-cluster", "c1-cluster"),
+				state("tfstate-default-c1-cluster-part1", "c1-cluster"),
+				state("tfstate-default-c2-cluster", "c2-cluster"),
+				state("unlabelled", ""))
 
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			w := f.writeActions()
-			require.Len(t, w, 3, "%v", w)
+			require.Len(t, w, 6, "%v", w)
+			require.ElementsMatch(t, []string{
+				"delete secrets " + testNS + "/tfstate-default-c1-cluster",
+				"delete secrets " + testNS + "/tfstate-default-c1-cluster-part1",
+			}, []string{w[0].String(), w[1].String()}, "T2: every state Secret of the object's suffix, and no other")
+			require.Equal(t, "delete leases "+testNS+"/lock-tfstate-default-c1-cluster", w[2].String(), "T2: the lock Lease")
+			w = w[3:]
 			require.Equal(t, "update terraformclusters/status "+testNS+"/c1", w[0].String())
 			require.Equal(t, tc.wantMirror, w[1].String())
 			require.Equal(t, "update terraformclusters "+testNS+"/c1", w[2].String(), "the finalizer goes last")
 			require.Equal(t, []string{"example.com/other"}, w[2].obj.(metav1.Object).GetFinalizers(), "only ours removed")
+			require.NotNil(t, f.storedSecret(testNS, "tfstate-default-c2-cluster"), "another object's state is kept")
+			require.NotNil(t, f.storedSecret(testNS, "unlabelled"))
 			requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonDestroySucceeded)
 			if w[1].verb == "delete" {
 				requireDeletePreconditions(t, w[1], mirror.UID, mirror.ResourceVersion)
@@ -423,7 +444,9 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 		c1.Annotations = map[string]string{v1alpha1.AnnotationAbandonInfrastructure: string(c1.UID)}
 		mirror := newMirror(identityName, testNS, sourceData(), refOf(v1alpha1.KindTerraformCluster, c1))
 		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1, mirror,
-			newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded))
+			newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded),
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "tfstate-default-c1-cluster",
+				Labels: map[string]string{"tfstate": "true", "tfstateSecretSuffix": "c1-cluster"}}})
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
@@ -432,7 +455,13 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 		upd, _ := f.find("update", "terraformclusters", "")
 		require.Empty(t, upd.obj.(metav1.Object).GetFinalizers())
 		require.Empty(t, f.createdJobs(), "no destroy Job")
-		require.Contains(t, eventReasons(f.PopEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
+		events := f.PopEvents()
+		require.Contains(t, eventReasons(events), "Warning "+v1alpha1.EventInfrastructureAbandoned)
+		require.Contains(t, strings.Join(events, "\n"), "state stays in Secret "+testNS+"/tfstate-default-c1-cluster", "T2: the event says where the state is")
+		for _, a := range f.writeActions() {
+			require.False(t, a.verb == "delete" && a.resource == "leases", "T2: abandonment keeps the state's lock Lease")
+		}
+		require.NotNil(t, f.storedSecret(testNS, "tfstate-default-c1-cluster"), "T2: abandonment keeps the state")
 	})
 	t.Run("V2 annotation with another value is ignored", func(t *testing.T) {
 		f := newFixture(t)

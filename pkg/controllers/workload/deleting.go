@@ -45,8 +45,10 @@ func (c *Controller) destroyImpossible(w *workload, now time.Time) {
 func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release bool, _ error) {
 	now := c.clock.Now()
 	if uid := w.obj.GetUID(); w.obj.GetAnnotations()[v1alpha1.AnnotationAbandonInfrastructure] == string(uid) {
-		w.warn(v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is",
-			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy)
+		suffix := jobs.StateSuffix(w.kind.name, w.obj.GetName())
+		w.warn(v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is, "+
+			"and its Terraform state stays in Secret %s/%s (lock Lease %s)",
+			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy, w.obj.GetNamespace(), jobs.StateSecretName(suffix), jobs.StateLeaseName(suffix))
 		return true, nil
 	}
 	set, err := c.jobsOf(w)
@@ -73,8 +75,11 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 		return false, c.startDestroy(ctx, w)
 	default:
 		c.reportJob(w, destroy, now)
-		out, _ := jobs.Status(destroy)
-		return out == jobs.Succeeded, nil
+		if out, _ := jobs.Status(destroy); out != jobs.Succeeded {
+			return false, nil
+		}
+		// T2: the state goes with the infrastructure, before the finalizer.
+		return true, c.deleteState(ctx, w)
 	}
 }
 

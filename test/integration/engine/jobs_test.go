@@ -70,7 +70,7 @@ func TestApplyJob(t *testing.T) {
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "ghcr.io/captf/captf:test" {
 		t.Errorf("J5: init containers %+v", pod.InitContainers)
 	}
-	if main.Image != "example.com/module:1" || strings.Join(main.Command, " ") != "/opt/captf/bin/captf runner apply --workdir=/var/run/captf/work --home=/var/run/captf/home --lock-timeout=300s" {
+	if main.Image != "example.com/module:1" || strings.Join(main.Command, " ") != "/opt/captf/bin/captf runner apply --workdir=/var/run/captf/work --home=/var/run/captf/home --lock-timeout=300s --state-namespace="+ns+" --state-suffix="+c.Name+"-cluster" {
 		t.Errorf("J5: main container image %q command %v", main.Image, main.Command)
 	}
 	if cl := f.GetCluster(ns, c.Name); !framework.HasFinalizer(cl.Finalizers) {
@@ -155,7 +155,7 @@ func TestDeletionFlow(t *testing.T) {
 	if destroy.Annotations[v1alpha1.AnnotationSourceHash] != framework.HashOf(rotated) {
 		t.Errorf("the destroy Job must start with the current hash, got %q", destroy.Annotations[v1alpha1.AnnotationSourceHash])
 	}
-	if got := strings.Join(destroy.Spec.Template.Spec.Containers[0].Command, " "); got != "/opt/captf/bin/captf runner destroy --workdir=/var/run/captf/work --home=/var/run/captf/home --lock-timeout=300s" {
+	if got := strings.Join(destroy.Spec.Template.Spec.Containers[0].Command, " "); !strings.HasPrefix(got, "/opt/captf/bin/captf runner destroy --workdir=/var/run/captf/work --home=/var/run/captf/home --lock-timeout=300s --state-namespace="+ns+" --state-suffix=") {
 		t.Errorf("J5: destroy command %q", got)
 	}
 	f.WaitCondition("cluster a", f.ClusterConds(ns, a.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)

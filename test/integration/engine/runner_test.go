@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,4 +119,73 @@ func canRunner(f *framework.Fixture, ns, group, resource, verb string) bool {
 		f.T.Fatal(err)
 	}
 	return got.Status.Allowed
+}
+
+// stateOf creates, as Terraform's kubernetes backend would, the state
+// Secret and lock Lease of suffix in ns (SPEC T2).
+func stateOf(f *framework.Fixture, ns, suffix string) {
+	f.T.Helper()
+	labels := map[string]string{"tfstate": "true", "tfstateSecretSuffix": suffix, "tfstateWorkspace": "default", "app.kubernetes.io/managed-by": "terraform"}
+	if _, err := f.Env.Kube.CoreV1().Secrets(ns).Create(f.Ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "tfstate-default-" + suffix, Labels: labels, Annotations: map[string]string{"encoding": "gzip"}},
+		Data:       map[string][]byte{"tfstate": []byte("not read here")},
+	}, metav1.CreateOptions{}); err != nil {
+		f.T.Fatal(err)
+	}
+	if _, err := f.Env.Kube.CoordinationV1().Leases(ns).Create(f.Ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "lock-tfstate-default-" + suffix, Labels: labels},
+	}, metav1.CreateOptions{}); err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+// stateGone reports whether the state Secret and Lease of suffix are gone.
+func stateGone(f *framework.Fixture, ns, suffix string) (bool, string) {
+	_, sErr := f.Env.Kube.CoreV1().Secrets(ns).Get(f.Ctx, "tfstate-default-"+suffix, metav1.GetOptions{})
+	_, lErr := f.Env.Kube.CoordinationV1().Leases(ns).Get(f.Ctx, "lock-tfstate-default-"+suffix, metav1.GetOptions{})
+	return apierrors.IsNotFound(sErr) && apierrors.IsNotFound(lErr), fmt.Sprintf("Secret: %v, Lease: %v", sErr, lErr)
+}
+
+// TestStateRemovedAfterDestroy proves T2's cleanup on the real API server,
+// as the manager's ServiceAccount: after a successful destroy the state
+// Secret and lock Lease go before the finalizer; an abandoned object's state
+// stays.
+func TestStateRemovedAfterDestroy(t *testing.T) {
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "state", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	for _, name := range []string{"gone", "kept"} {
+		f.Cluster(ns, name, id)
+		stateOf(f, ns, name+"-cluster")
+	}
+	f.WaitFor("two apply Jobs", func() (bool, string) {
+		n := len(f.Jobs(ns, v1alpha1.JobActionApply))
+		return n == 2, fmt.Sprintf("%d apply Jobs", n)
+	})
+	for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
+		if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Delete(f.Ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := f.WaitJob(ns, v1alpha1.JobActionDestroy)
+	if ok, _ := stateGone(f, ns, "gone-cluster"); ok {
+		t.Fatal("T2: the state must stay while the destroy runs")
+	}
+	if err := f.Env.FinishJob(f.Ctx, ns, d.Name, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor("gone's state removed after its destroy", func() (bool, string) { return stateGone(f, ns, "gone-cluster") })
+	f.WaitFor("cluster gone deleted", func() (bool, string) {
+		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Get(f.Ctx, "gone", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+	})
+
+	abandon(f, ns, "kept")
+	if ok, msg := stateGone(f, ns, "kept-cluster"); ok {
+		t.Fatalf("T2: an abandoned object's state stays: %s", msg)
+	}
 }

@@ -73,7 +73,7 @@ func TestJobPodPodSecurityRestricted(t *testing.T) {
 	if got := ptr.Deref(j.Spec.Template.Spec.SecurityContext.RunAsNonRoot, false); !got {
 		t.Errorf("T6: unset override fields keep the defaults: runAsNonRoot %v", got)
 	}
-	if got := main.Command[len(main.Command)-1]; got != "--lock-timeout=120s" {
+	if got := strings.Join(main.Command, " "); !strings.Contains(got, " --lock-timeout=120s ") {
 		t.Errorf("T8: command %v", main.Command)
 	}
 	if len(main.Env) < 4 || main.Env[3].Name != "CAPTF_VARIABLES" || main.Env[3].Value != `{"region":"eu-west-1","zones":["a","b"]}` {
