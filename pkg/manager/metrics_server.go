@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -267,25 +266,9 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // metricsAccessReview asks whether user may get the non-resource URL path.
 func metricsAccessReview(user authenticationv1.UserInfo, path string) *authorizationv1.SubjectAccessReview {
-	var extra map[string]authorizationv1.ExtraValue
-	if len(user.Extra) > 0 {
-		extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			extra[k] = authorizationv1.ExtraValue(slices.Clone(v))
-		}
-	}
-	return &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   user.Username,
-			UID:    user.UID,
-			Groups: slices.Clone(user.Groups),
-			Extra:  extra,
-			NonResourceAttributes: &authorizationv1.NonResourceAttributes{
-				Path: path,
-				Verb: "get",
-			},
-		},
-	}
+	sar := admission.SubjectAccessReviewFor(user)
+	sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"}
+	return sar
 }
 
 // allowCache remembers, for ttl, the hashes of tokens (with the path) that

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -232,29 +231,11 @@ func (v *Validator) reviewSecretAccess(ctx context.Context, user authenticationv
 
 // subjectAccessReview asks whether user may get Secret ns/name (A2).
 func subjectAccessReview(user authenticationv1.UserInfo, ns, name string) *authorizationv1.SubjectAccessReview {
-	var extra map[string]authorizationv1.ExtraValue
-	if len(user.Extra) > 0 {
-		extra = make(map[string]authorizationv1.ExtraValue, len(user.Extra))
-		for k, v := range user.Extra {
-			extra[k] = authorizationv1.ExtraValue(slices.Clone(v))
-		}
+	sar := admission.SubjectAccessReviewFor(user)
+	sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+		Verb: "get", Group: "", Version: "v1", Resource: "secrets", Namespace: ns, Name: name,
 	}
-	return &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   user.Username,
-			UID:    user.UID,
-			Groups: slices.Clone(user.Groups),
-			Extra:  extra,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb:      "get",
-				Group:     "",
-				Version:   "v1",
-				Resource:  "secrets",
-				Namespace: ns,
-				Name:      name,
-			},
-		},
-	}
+	return sar
 }
 
 // validateSelector checks the label keys and values of the selector (A1; the
