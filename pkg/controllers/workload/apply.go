@@ -57,6 +57,12 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 	if start, _ := c.decideApply(w, set, creds, now); !start {
 		return c.keepFinalizer(ctx, w, set)
 	}
+	if paused(w) {
+		// T5: no Job while paused; the credentials stay mirrored.
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
+			"generation %d is not applied: the object carries annotation %s; remove it and the apply Job starts", w.obj.GetGeneration(), v1alpha1.AnnotationPaused)
+		return c.keepFinalizer(ctx, w, set)
+	}
 	// About to start a Job: confirm from the API server, not the cache.
 	if set, err = c.freshJobs(ctx, w); err != nil {
 		return w, err
@@ -220,4 +226,21 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 	}
 	w.status.LastJob = &v1alpha1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
 	return created, nil
+}
+
+// paused reports whether w carries Cluster API's pause annotation (T5).
+func paused(w *workload) bool {
+	_, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationPaused]
+	return ok
+}
+
+// reportPaused sets the Paused condition (T5).
+func (c *Controller) reportPaused(w *workload) {
+	if paused(w) {
+		setCondition(w, c.clock.Now(), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused,
+			"annotation %s is set: no apply or destroy Job starts until it is removed; credentials stay mirrored", v1alpha1.AnnotationPaused)
+		return
+	}
+	setCondition(w, c.clock.Now(), v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonNotPaused,
+		"annotation %s is not set", v1alpha1.AnnotationPaused)
 }

@@ -100,6 +100,12 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload) error {
 	case !creds.ready:
 		c.waitForCredentials(w, now)
 		return nil
+	case paused(w):
+		// T5, T2: a paused object gets no destroy Job either.
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
+			"the destroy Job waits: the object carries annotation %s; remove it, or set annotation %s=%s to release the object without a destroy",
+			v1alpha1.AnnotationPaused, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+		return nil
 	case w.source.Image == "":
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,
 			"spec.source.image is not set: no destroy Job can run; set it, or set annotation %s=%s", v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())

@@ -48,6 +48,7 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 		return nil
 	}
 	before := w.status.DeepCopy()
+	c.reportPaused(w)
 	var release bool
 	var passErr error
 	if deleting {

@@ -16,6 +16,9 @@ const (
 	ConditionCredentialsMirrored ConditionType = "CredentialsMirrored"
 	// ConditionApplyJobSucceeded reports the outcome of the latest Job.
 	ConditionApplyJobSucceeded ConditionType = "ApplyJobSucceeded"
+	// ConditionPaused says whether the annotation cluster.x-k8s.io/paused
+	// stops the object's Jobs (SPEC T5).
+	ConditionPaused ConditionType = "Paused"
 	// ConditionReady summarises the others: True only when every one is True.
 	// It carries the reason and message of the first that is not.
 	ConditionReady ConditionType = "Ready"
@@ -134,6 +137,11 @@ const (
 const (
 	// ReasonReady: every condition is True.
 	ReasonReady ConditionReason = "Ready"
+	// ReasonPaused: the object carries cluster.x-k8s.io/paused; no apply or
+	// destroy Job starts (its credentials stay mirrored) (SPEC T5).
+	ReasonPaused ConditionReason = "Paused"
+	// ReasonNotPaused: the object does not carry cluster.x-k8s.io/paused.
+	ReasonNotPaused ConditionReason = "NotPaused"
 )
 
 // Event reasons (SPEC section 10).

@@ -31,6 +31,9 @@ const (
 	// AnnotationCredentialIdentities lists, comma-separated, the identities
 	// that may use a source Secret; "*" allows any (SPEC C1).
 	AnnotationCredentialIdentities = "captf.io/credential-identities"
+	// AnnotationPaused, Cluster API's pause, stops every Job of the object
+	// (SPEC T5).
+	AnnotationPaused = "cluster.x-k8s.io/paused"
 	// LabelClusterName names the cluster a machine or pool belongs to (SPEC 1.2).
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
 	// LabelRunner, set to "true" on a ServiceAccount, lets objects name it in
