@@ -34,6 +34,11 @@ func TestRequiredKeysNeedSecretAccess(t *testing.T) {
 
 	f.grantIdentities(controlplane.Alice)
 	ids := f.e.CaptfAs(t, controlplane.Alice).InfrastructureV1alpha1().TerraformClusterIdentities()
+	// The API server's RBAC cache sees the new binding a moment later.
+	framework.Eventually(t, 30*time.Second, func() (bool, string) {
+		_, err := ids.Get(f.ctx, name, metav1.GetOptions{})
+		return err == nil, "alice reading the identity: " + errString(err)
+	})
 	update := func(edit func(*v1.TerraformClusterIdentity)) error {
 		// The identity controller writes status concurrently.
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -75,4 +80,12 @@ func TestRequiredKeysNeedSecretAccess(t *testing.T) {
 		err := update(func(i *v1.TerraformClusterIdentity) { i.Spec.RequiredKeys = []string{"TOKEN", "AWS_SECRET_ACCESS_KEY"} })
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// errString is err's text, or "ok".
+func errString(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
 }
