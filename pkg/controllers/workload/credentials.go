@@ -40,10 +40,13 @@ type credentialResult struct {
 // mirror current (M2-M8). It sets IdentityAllowed and CredentialsMirrored,
 // and returns an error only when a retry can help.
 func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentialResult, error) {
-	id, err := c.resolver.IdentityOf(w.obj)
+	// One list of the namespace's clusters serves both the resolution and
+	// the mirror's users.
+	clusters, err := c.resolver.Clusters.TerraformClusters(w.obj.GetNamespace()).List(labels.Everything())
 	if err != nil {
 		return credentialResult{}, err
 	}
+	id := index.IdentityIn(w.obj, clusters)
 	w.status.Identity = id
 	res := credentialResult{identity: id}
 	if err := c.releaseOtherMirrors(ctx, w, id); err != nil {
@@ -79,7 +82,7 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	setCondition(w, c.clock.Now(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed,
 		"TerraformClusterIdentity %s allows namespace %s", id, w.obj.GetNamespace())
 	res.mirror = credentials.MirrorName(id)
-	if res.hash, err = c.ensureMirror(ctx, w, id, src.Data); err != nil {
+	if res.hash, err = c.ensureMirror(ctx, w, id, src.Data, clusters); err != nil {
 		return res, err
 	}
 	res.ready = isTrue(w, v1alpha1.ConditionCredentialsMirrored)
@@ -148,12 +151,8 @@ func ownerRef(kind string, o metav1.Object) metav1.OwnerReference {
 // one update makes a fan-out cost one mirror write per namespace, not one
 // per object, and spares concurrent writers most conflicts (SPEC 13). refs
 // are their owner references, in the same order.
-func (c *Controller) usersIn(identity string, self *workload) ([]owner, []metav1.OwnerReference, error) {
+func (c *Controller) usersIn(identity string, self *workload, clusters []*v1alpha1.TerraformCluster) ([]owner, []metav1.OwnerReference, error) {
 	ns := self.obj.GetNamespace()
-	clusters, err := c.resolver.Clusters.TerraformClusters(ns).List(labels.Everything())
-	if err != nil {
-		return nil, nil, err
-	}
 	seen := map[types.UID]bool{self.obj.GetUID(): true}
 	out := []owner{{obj: self.robj, ref: ownerRef(self.kind.name, self.obj)}}
 	for name, k := range c.kinds {

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -107,7 +108,7 @@ func (c *Controller) ensureRunnerBinding(ctx context.Context, w *workload, ref m
 					ns, v1alpha1.RunnerName, v1alpha1.RunnerName)
 			}
 			refs, changed, _ := credentials.EnsureOwnerReference(rb.OwnerReferences, ref)
-			if !changed && equalSubjects(rb.Subjects, subjects) {
+			if !changed && slices.Equal(rb.Subjects, subjects) {
 				return true, nil
 			}
 			rb.OwnerReferences, rb.Subjects = refs, subjects
@@ -130,16 +131,4 @@ func runnerWriteDone(err error, attempt int, kind, ns string) (bool, error) {
 		return false, nil
 	}
 	return true, fmt.Errorf("writing %s %s/%s: %w", kind, ns, v1alpha1.RunnerName, err)
-}
-
-func equalSubjects(a, b []rbacv1.Subject) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
