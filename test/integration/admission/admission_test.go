@@ -15,6 +15,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
+	typedv1alpha1 "github.com/captf/captf/pkg/generated/clientset/versioned/typed/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -141,17 +142,7 @@ func TestSecretAccessIsChecked(t *testing.T) {
 	})
 
 	update := func(edit func(*v1alpha1.TerraformClusterIdentity)) error {
-		// The identity controller writes status concurrently: retry
-		// conflicts from a fresh read.
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := ids.Get(f.ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			edit(cur)
-			_, err = ids.Update(f.ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
+		return updateIdentity(f.ctx, ids, name, edit)
 	}
 	// A3: secretRef to an unreadable Secret refused.
 	requireRefused(t, update(func(i *v1alpha1.TerraformClusterIdentity) { i.Spec.SecretRef = unreadable }), `"alice"`, ns+"/unreadable")
@@ -325,4 +316,19 @@ func requireFailedClosed(t *testing.T, err error) {
 	if !strings.Contains(err.Error(), "failed calling webhook") {
 		t.Fatalf("want a webhook call failure, got %v", err)
 	}
+}
+
+// updateIdentity edits identity name through ids (a user's client). The
+// identity controller writes status concurrently: conflicts retry from a
+// fresh read.
+func updateIdentity(ctx context.Context, ids typedv1alpha1.TerraformClusterIdentityInterface, name string, edit func(*v1alpha1.TerraformClusterIdentity)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := ids.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(cur)
+		_, err = ids.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	v1 "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/test/controlplane"
@@ -37,20 +36,9 @@ func TestRequiredKeysNeedSecretAccess(t *testing.T) {
 	// The API server's RBAC cache sees the new binding a moment later.
 	framework.Eventually(t, 30*time.Second, func() (bool, string) {
 		_, err := ids.Get(f.ctx, name, metav1.GetOptions{})
-		return err == nil, "alice reading the identity: " + errString(err)
+		return err == nil, fmt.Sprintf("alice reading the identity: %v", err)
 	})
-	update := func(edit func(*v1.TerraformClusterIdentity)) error {
-		// The identity controller writes status concurrently.
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := ids.Get(f.ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			edit(cur)
-			_, err = ids.Update(f.ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-	}
+	update := func(edit func(*v1.TerraformClusterIdentity)) error { return updateIdentity(f.ctx, ids, name, edit) }
 
 	// B9: adding, removing or clearing required keys is refused, naming the
 	// user, the Secret and the field.
@@ -80,12 +68,4 @@ func TestRequiredKeysNeedSecretAccess(t *testing.T) {
 		err := update(func(i *v1.TerraformClusterIdentity) { i.Spec.RequiredKeys = []string{"TOKEN", "AWS_SECRET_ACCESS_KEY"} })
 		return err == nil, fmt.Sprint(err)
 	})
-}
-
-// errString is err's text, or "ok".
-func errString(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return err.Error()
 }
