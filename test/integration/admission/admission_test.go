@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,6 +49,14 @@ func (f *fixture) grantIdentities(user string) {
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.SchemeGroupVersion.Group}, Resources: []string{"terraformclusteridentities"},
 		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}}
 	f.clusterRole(name, user, rules)
+	// The API server's RBAC cache sees a new binding a moment later; wait
+	// until it does, so a refusal the test asserts is the webhook's.
+	framework.Eventually(f.t, 30*time.Second, func() (bool, string) {
+		sar, err := f.e.Kube.AuthorizationV1().SubjectAccessReviews().Create(f.ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Group: v1alpha1.SchemeGroupVersion.Group, Resource: "terraformclusteridentities", Verb: "update"}}}, metav1.CreateOptions{})
+		return err == nil && sar.Status.Allowed, fmt.Sprintf("%s may update identities: %v", user, err)
+	})
 }
 
 func (f *fixture) clusterRole(name, user string, rules []rbacv1.PolicyRule) {

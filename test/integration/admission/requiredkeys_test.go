@@ -33,11 +33,6 @@ func TestRequiredKeysNeedSecretAccess(t *testing.T) {
 
 	f.grantIdentities(controlplane.Alice)
 	ids := f.e.CaptfAs(t, controlplane.Alice).InfrastructureV1alpha1().TerraformClusterIdentities()
-	// The API server's RBAC cache sees the new binding a moment later.
-	framework.Eventually(t, 30*time.Second, func() (bool, string) {
-		_, err := ids.Get(f.ctx, name, metav1.GetOptions{})
-		return err == nil, fmt.Sprintf("alice reading the identity: %v", err)
-	})
 	update := func(edit func(*v1.TerraformClusterIdentity)) error { return updateIdentity(f.ctx, ids, name, edit) }
 
 	// B9: adding, removing or clearing required keys is refused, naming the
