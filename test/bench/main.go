@@ -27,7 +27,11 @@
 //	          users.
 //	steady    one full --sync-period pass after convergence: the manager's API
 //	          requests by verb and resource, source reads, mirror writes (must
-//	          be 0).
+//	          be 0); then the manager's RSS and Go heap over every object.
+//	restart   a new manager over the converged objects: time to idle,
+//	          requests, writes (mirror writes must be 0), RSS and heap.
+//	s4pass    one identity resync pass (S4) over every identity: duration,
+//	          source GETs, requests, writes (mirror writes must be 0).
 //
 // Durations are reported, never asserted. With -check (make bench-smoke, and
 // TestBenchSmoke) the program fails when a correctness check fails: an object
@@ -55,7 +59,7 @@ import (
 )
 
 // allScenarios in the order they run.
-var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady"}
+var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady", "restart", "s4pass"}
 
 // Config are the benchmark's settings.
 type Config struct {
@@ -89,6 +93,8 @@ type Config struct {
 	// SteadySyncPeriod is --sync-period of the steady run; 0 means long
 	// enough for the start-up pass and the measured pass to finish in it.
 	SteadySyncPeriod, MemorySettle time.Duration
+	// S4PassPeriod is --identity-resync of the s4pass run.
+	S4PassPeriod time.Duration
 	// Quiet is how long the manager must make no request, with empty
 	// queues, to count as idle.
 	Quiet time.Duration
@@ -127,6 +133,7 @@ func defaultConfig() *Config {
 		R2SyncPeriod:        30 * time.Second,
 		LongPeriod:          time.Hour,
 		MemorySettle:        20 * time.Second,
+		S4PassPeriod:        30 * time.Second,
 		Quiet:               3 * time.Second,
 		Timeout:             15 * time.Minute,
 		CreateWorkers:       32,
@@ -148,6 +155,7 @@ func smokeConfig() *Config {
 	c.R2SyncPeriod = 5 * time.Second
 	c.SteadySyncPeriod = 15 * time.Second
 	c.MemorySettle = 3 * time.Second
+	c.S4PassPeriod = 5 * time.Second
 	c.Quiet = 2 * time.Second
 	c.Timeout = 5 * time.Minute
 	c.Check = true
@@ -226,6 +234,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.DurationVar(&c.R2SyncPeriod, "r2-sync-period", c.R2SyncPeriod, "rotation R2: the manager's --sync-period (its --identity-resync is -long-period); must exceed one resync pass (objects / qps)")
 	fs.DurationVar(&c.LongPeriod, "long-period", c.LongPeriod, "the period that must not fire: --sync-period of the S4 run, --identity-resync of the R2 and steady runs")
 	fs.DurationVar(&c.SteadySyncPeriod, "steady-sync-period", 0, "steady: --sync-period of the measured pass; 0: max(30s, 2.5 x objects / qps), so the start-up pass and the measured pass each fit in one period")
+	fs.DurationVar(&c.S4PassPeriod, "s4-pass-period", c.S4PassPeriod, "s4pass: the manager's --identity-resync (its --sync-period is -long-period)")
 	fs.DurationVar(&c.MemorySettle, "memory-settle", c.MemorySettle, "memory: wait after adding the Secrets before sampling RSS")
 	fs.DurationVar(&c.Quiet, "quiet", c.Quiet, "the manager counts as idle after this long with empty queues and no request")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on every wait for convergence (a convergence that does not come fails the run)")
@@ -273,6 +282,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 		apply("r2-sync-period", &c.R2SyncPeriod, &s.R2SyncPeriod)
 		apply("steady-sync-period", &c.SteadySyncPeriod, &s.SteadySyncPeriod)
 		apply("memory-settle", &c.MemorySettle, &s.MemorySettle)
+		apply("s4-pass-period", &c.S4PassPeriod, &s.S4PassPeriod)
 		apply("quiet", &c.Quiet, &s.Quiet)
 		apply("timeout", &c.Timeout, &s.Timeout)
 		apply("check", &c.Check, &s.Check)
@@ -306,7 +316,7 @@ func (c *Config) validate() error {
 	if c.QPS <= 0 || c.Burst < 1 || c.Workers < 1 || c.CreateWorkers < 1 {
 		errs = append(errs, errors.New("-qps, -burst, -workers and -create-workers must be positive"))
 	}
-	if c.S4Resync <= 0 || c.R2SyncPeriod <= 0 || c.SteadySyncPeriod < 0 || c.LongPeriod <= c.S4Resync || c.LongPeriod <= c.R2SyncPeriod {
+	if c.S4Resync <= 0 || c.R2SyncPeriod <= 0 || c.SteadySyncPeriod < 0 || c.S4PassPeriod <= 0 || c.LongPeriod <= c.S4PassPeriod || c.LongPeriod <= c.S4Resync || c.LongPeriod <= c.R2SyncPeriod {
 		errs = append(errs, errors.New("periods must be positive and -long-period longer than the others"))
 	}
 	return errors.Join(errs...)

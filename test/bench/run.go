@@ -81,6 +81,8 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 		{"memory", b.memory},
 		{"shared", b.shared},
 		{"steady", b.steady},
+		{"restart", b.restart},
+		{"s4pass", b.identityPass},
 	}
 	for _, s := range steps {
 		// Rotation and steady run on the fan-out's fleet: build it (without
@@ -314,6 +316,7 @@ func configMap(c *Config) map[string]any {
 		"r2SyncPeriod":        c.R2SyncPeriod.String(),
 		"longPeriod":          c.LongPeriod.String(),
 		"steadySyncPeriod":    c.SteadySyncPeriod.String(),
+		"s4PassPeriod":        c.S4PassPeriod.String(),
 		"managerArgs":         c.ManagerArgs,
 	}
 }

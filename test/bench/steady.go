@@ -115,7 +115,7 @@ func (b *bench) steady(ctx context.Context) error {
 	if other := total - d.Sum("captf_api_requests_total", map[string]string{"verb": "get", "resource": "secrets"}); other > statusWrites {
 		r.note("steady: %v API requests in the pass besides secret GETs and status writes: %s", other-statusWrites, faultkit.FormatCounts(reqs))
 	}
-	return nil
+	return b.footprint(ctx, sc)
 }
 
 // storeKeys lists the tracker's cached keys of a kind.

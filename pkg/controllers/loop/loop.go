@@ -31,6 +31,13 @@ type Queue interface {
 	AddedAt(key cache.ObjectName) freshness.Stamp
 	// Drop forgets key's stamps (the object is gone).
 	Drop(key cache.ObjectName)
+	// AddStamped adds keys as one batch stamped at, a stamp taken before
+	// the first of them is added (a key that already has a later stamp
+	// keeps it). A resync pass or a pushed rotation enqueues many keys;
+	// with one stamp a source read that begins after it serves them all
+	// (SPEC P1), even when the first reconciles start before the last key
+	// is added.
+	AddStamped(at freshness.Stamp, keys ...cache.ObjectName)
 }
 
 // NewQueue returns a queue named name (the workqueue metrics' label) whose
@@ -84,6 +91,16 @@ func (q *trackingQueue) Add(key cache.ObjectName) {
 	q.entry(key).last = freshness.Now()
 	q.mu.Unlock()
 	q.TypedRateLimitingInterface.Add(key)
+}
+
+func (q *trackingQueue) AddStamped(at freshness.Stamp, keys ...cache.ObjectName) {
+	for _, key := range keys {
+		q.mu.Lock()
+		e := q.entry(key)
+		e.last = max(e.last, at)
+		q.mu.Unlock()
+		q.TypedRateLimitingInterface.Add(key)
+	}
 }
 
 // AddAfter adds key after d. Until then its stamp is Never (a reconcile of
@@ -188,11 +205,18 @@ func processNext(ctx context.Context, queue Queue, sync SyncFunc) bool {
 	return true
 }
 
-// RunResync re-enqueues every key that list returns once per period until
+// Resync is one queue a resync pass fills and how to list its keys.
+type Resync struct {
+	Queue Queue
+	List  func() []cache.ObjectName
+}
+
+// RunResync re-enqueues every key of every target once per period until
 // ctx is done (SPEC R2: every workload object is reconciled at least once
 // per --sync-period, which bounds how long a rotation takes to reach every
-// mirror).
-func RunResync(ctx context.Context, clk clock.WithTicker, period time.Duration, queue Queue, list func() []cache.ObjectName) {
+// mirror). One pass is one batch: every key of every queue gets the stamp
+// taken at the tick, so the pass reads each source once (SPEC P1).
+func RunResync(ctx context.Context, clk clock.WithTicker, period time.Duration, targets ...Resync) {
 	ticker := clk.NewTicker(period)
 	defer ticker.Stop()
 	for {
@@ -200,11 +224,13 @@ func RunResync(ctx context.Context, clk clock.WithTicker, period time.Duration, 
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
-			keys := list()
-			for _, k := range keys {
-				queue.Add(k)
+			at, n := freshness.Now(), 0
+			for _, t := range targets {
+				keys := t.List()
+				t.Queue.AddStamped(at, keys...)
+				n += len(keys)
 			}
-			klog.FromContext(ctx).V(4).Info("Resync", "keys", len(keys))
+			klog.FromContext(ctx).V(4).Info("Resync", "keys", n)
 		}
 	}
 }

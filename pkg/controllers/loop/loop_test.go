@@ -76,7 +76,7 @@ func TestRunResyncEnqueuesEveryKeyEachPeriod(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		RunResync(ctx, clk, period, q, list)
+		RunResync(ctx, clk, period, Resync{Queue: q, List: list})
 	}()
 	waitFor(t, "the resync ticker", clk.HasWaiters)
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
@@ -148,6 +149,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	var wg sync.WaitGroup
+	var resync []loop.Resync
 	for name, k := range c.kinds {
 		q := c.queues[name]
 		wg.Go(func() {
@@ -155,8 +157,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 				return c.sync(ctx, k, key)
 			})
 		})
-		wg.Go(func() { loop.RunResync(ctx, c.clock, c.opts.SyncPeriod, q, k.keys) })
+		resync = append(resync, loop.Resync{Queue: q, List: k.keys})
 	}
+	// One ticker for the three kinds: a pass is one batch (SPEC P1).
+	wg.Go(func() { loop.RunResync(ctx, c.clock, c.opts.SyncPeriod, resync...) })
 	wg.Wait()
 	logger.Info("Stopped controller")
 }
@@ -203,15 +207,19 @@ func (c *Controller) enqueueMembers(obj interface{}) {
 	}
 }
 
-// enqueueUsers enqueues every object that resolves to identity (I4).
+// enqueueUsers enqueues every object that resolves to identity (I4), as
+// one batch: one source read after it serves them all (SPEC P1).
 func (c *Controller) enqueueUsers(identity string) {
 	users, err := c.resolver.Users(identity)
 	if err != nil {
 		utilruntime.HandleError(err)
 		return
 	}
+	at := freshness.Now()
 	for _, u := range users {
-		c.Enqueue(u.Kind, cache.ObjectName{Namespace: u.Namespace, Name: u.Name})
+		if q, ok := c.queues[u.Kind]; ok {
+			q.AddStamped(at, cache.ObjectName{Namespace: u.Namespace, Name: u.Name})
+		}
 	}
 }
 

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/captf/captf/test/integration/framework/faultkit"
+)
+
+// identityQueue is the identity controller's workqueue name.
+const identityQueue = "terraformclusteridentity"
+
+// footprint reports the manager's RSS and Go heap over every converged
+// object the run has built (issue 15: memory per 1,000 objects). Run at
+// three sizes, the rows give the growth; a single size only bounds it.
+func (b *bench) footprint(ctx context.Context, sc string) error {
+	c, m, p := b.t.objects()
+	objects := c + m + p
+	if objects == 0 {
+		return nil
+	}
+	rss, heap, err := b.settledMemory(ctx)
+	if err != nil {
+		return err
+	}
+	r := b.res
+	r.add(sc, fmt.Sprintf("manager RSS over %d converged objects", objects), faultkit.MiB(rss), unitMiB)
+	r.add(sc, fmt.Sprintf("manager Go heap in use over %d converged objects", objects), faultkit.MiB(heap), unitMiB)
+	r.add(sc, "RSS per 1,000 objects (whole RSS / objects; the slope across sizes is the marginal cost)", 1000*faultkit.MiB(rss)/float64(objects), unitMiB)
+	return nil
+}
+
+// restart stops the manager and starts a new one over the converged
+// objects: the time until it is idle, its requests, and its writes (M6: a
+// start-up over converged objects writes no mirror; status writes are
+// reported).
+func (b *bench) restart(ctx context.Context) error {
+	const sc = "restart"
+	c, m, p := b.t.objects()
+	objects := c + m + p
+	started := time.Now()
+	if _, err := b.e.startManager(ctx, "restart", "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String()); err != nil {
+		return err
+	}
+	idle, last, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return err
+	}
+	reqs := idle.Requests()
+	var writes, total float64
+	for k, v := range reqs {
+		total += v
+		if verb, _, _ := strings.Cut(k, " "); verb != "get" && verb != "list" && verb != "watch" {
+			writes += v
+		}
+	}
+	r := b.res
+	r.add(sc, fmt.Sprintf("manager restart over %d converged objects: start -> idle", objects), last.Sub(started).Seconds(), unitSeconds)
+	r.add(sc, "API requests until idle", total, unitCount).vs(float64(objects))
+	r.add(sc, "source GETs until idle", idle.Sum("captf_source_reads_total", nil), unitCount)
+	r.add(sc, "mirror writes until idle (must be 0)", idle.MirrorWrites(), unitCount)
+	r.add(sc, "writes of any kind until idle", writes, unitCount)
+	r.requests(sc, fmt.Sprintf("restart over %d objects", objects), idle)
+	if w := idle.MirrorWrites(); w > 0 {
+		r.fail("restart: %v mirror writes on a restart over converged objects (%s); M6 says an unchanged pass makes no write", w, faultkit.FormatCounts(idle.Writes()))
+	}
+	if writes > 0 {
+		r.note("restart: %v writes on a restart over converged objects: %s", writes, faultkit.FormatCounts(reqs))
+	}
+	return b.footprint(ctx, sc)
+}
+
+// identityPass measures one identity resync pass (S4) over every identity
+// the run has created: its duration, source reads and requests. The
+// manager runs with --identity-resync=-s4-pass-period and a long
+// --sync-period, so the pass is the identity resync alone.
+func (b *bench) identityPass(ctx context.Context) error {
+	const sc = "s4pass"
+	p := b.cfg.S4PassPeriod
+	if err := b.managerRun(ctx, sc, "s4pass", "--identity-resync="+p.String(), "--sync-period="+b.cfg.LongPeriod.String()); err != nil {
+		return err
+	}
+	before, _, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return err
+	}
+	adds0 := before.Get("workqueue_adds_total", "name", identityQueue)
+	fmt.Fprintf(b.log, "waiting for the identity resync tick (--identity-resync=%s)\n", p)
+	tick, err := waitFor(ctx, "identity resync tick", p+b.cfg.Timeout, 250*time.Millisecond, func() (bool, string) {
+		m, err := b.e.mgr.metrics(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Get("workqueue_adds_total", "name", identityQueue) > adds0, "no identity resync yet"
+	})
+	if err != nil {
+		return err
+	}
+	after, lastActive, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return err
+	}
+	d := faultkit.Diff(before, after)
+	identities := d.Get("workqueue_adds_total", "name", identityQueue)
+	r := b.res
+	r.add(sc, fmt.Sprintf("identity resync pass (--identity-resync=%s): identities reconciled", p), identities, unitCount)
+	r.add(sc, "pass duration (resync tick -> idle)", lastActive.Sub(tick).Seconds(), unitSeconds)
+	r.add(sc, "source GETs in the pass", d.Sum("captf_source_reads_total", nil), unitCount).vs(identities)
+	r.add(sc, "manager API requests in the pass", d.TotalRequests(), unitCount)
+	r.add(sc, "mirror writes in the pass (must be 0)", d.MirrorWrites(), unitCount)
+	r.add(sc, "workload reconciles the pass caused", workloadAdds(d), unitCount)
+	r.requests(sc, "one identity resync pass", d)
+	if w := d.MirrorWrites(); w > 0 {
+		r.fail("s4pass: %v mirror writes in an identity resync pass over converged objects (%s)", w, faultkit.FormatCounts(d.Writes()))
+	}
+	return nil
+}
