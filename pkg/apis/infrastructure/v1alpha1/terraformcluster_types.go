@@ -67,7 +67,34 @@ type TerraformClusterSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:MaxProperties=256
 	Variables *runtime.RawExtension `json:"variables,omitempty"`
+
+	// ControlPlaneEndpoint is where the cluster's API server is reached
+	// (Cluster API's InfraCluster contract). While it is unset, the manager
+	// sets it once from the apply's output control_plane_endpoint (SPEC
+	// T5): an object with host and port, or a "host:port" string
+	// ("[v6]:port" for IPv6). That write of the manager's is not a new
+	// generation to apply (J1). Set by hand, it is left alone.
+	// +optional
+	ControlPlaneEndpoint APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 }
+
+// APIEndpoint is a host and port (Cluster API v1beta2's APIEndpoint).
+type APIEndpoint struct {
+	// Host is a DNS name or IP address.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Host string `json:"host,omitempty"`
+
+	// Port is the TCP port.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// IsZero reports whether neither host nor port is set.
+func (e APIEndpoint) IsZero() bool { return e.Host == "" && e.Port == 0 }
 
 // ClusterDefaults are inherited by the machines and pools of a cluster.
 type ClusterDefaults struct {

@@ -64,6 +64,16 @@ type TerraformMachineSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:MaxProperties=256
 	Variables *runtime.RawExtension `json:"variables,omitempty"`
+
+	// ProviderID is the machine's identifier at its provider (Cluster API's
+	// InfraMachine contract), matched against the Node's spec.providerID.
+	// While it is unset, the manager sets it once from the apply's output
+	// provider_id, a string (SPEC T5); that write is not a new generation
+	// to apply (J1). Set by hand, it is left alone.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

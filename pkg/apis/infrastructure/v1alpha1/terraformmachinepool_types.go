@@ -62,6 +62,18 @@ type TerraformMachinePoolSpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:MaxProperties=256
 	Variables *runtime.RawExtension `json:"variables,omitempty"`
+
+	// ProviderIDList are the provider identifiers of the pool's instances
+	// (Cluster API's InfraMachinePool contract). While it is unset, the
+	// manager sets it once from the apply's output provider_id_list, a
+	// list of strings (SPEC T5); that write is not a new generation to
+	// apply (J1). Set by hand, it is left alone.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	ProviderIDList []string `json:"providerIDList,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
