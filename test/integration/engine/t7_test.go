@@ -81,16 +81,47 @@ func TestT7OutcomesRecorded(t *testing.T) {
 		t.Errorf("T7: the message must say when the retry happens and how to retry now: %q", cond.Message)
 	}
 
-	// The same value is not acted on twice; a new one runs attempt 3.
-	annotateRetry(f, ns, c.Name, "second")
-	f.WaitFor("attempt 3", func() (bool, string) {
-		for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
-			if j.Annotations[v1alpha1.AnnotationJobAttempt] == "3" {
-				return j.Annotations[v1alpha1.AnnotationRetry] == "second", "attempt 3 retry " + j.Annotations[v1alpha1.AnnotationRetry]
+	// A new value runs the next attempt; each fails. Past three failed
+	// Jobs the oldest is pruned, with the manager's own RBAC.
+	for n := 3; n <= 5; n++ {
+		value := fmt.Sprintf("retry-%d", n)
+		annotateRetry(f, ns, c.Name, value)
+		var job batchv1.Job
+		f.WaitFor(fmt.Sprintf("attempt %d", n), func() (bool, string) {
+			for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
+				if j.Annotations[v1alpha1.AnnotationJobAttempt] == fmt.Sprint(n) {
+					job = j
+					return j.Annotations[v1alpha1.AnnotationRetry] == value, "retry " + j.Annotations[v1alpha1.AnnotationRetry]
+				}
+			}
+			return false, jobNames(f.Jobs(ns, v1alpha1.JobActionApply))
+		})
+		if err := f.Env.FinishJob(f.Ctx, ns, job.Name, "BackoffLimitExceeded"); err != nil {
+			t.Fatal(err)
+		}
+		waitLastApply(f, ns, c.Name, fmt.Sprintf("attempt %d, failed", n), func(r *v1alpha1.RunRecord) bool {
+			return r.JobName == job.Name && r.Outcome == v1alpha1.RunFailed && int(r.Attempt) == n
+		})
+	}
+	f.WaitFor("the oldest failed Job pruned", func() (bool, string) {
+		js := f.Jobs(ns, v1alpha1.JobActionApply)
+		for _, j := range js {
+			if j.Name == second.Name && j.DeletionTimestamp == nil {
+				return false, jobNames(js)
 			}
 		}
-		return false, jobNames(f.Jobs(ns, v1alpha1.JobActionApply))
+		return len(js) >= 3, jobNames(js)
 	})
+	time.Sleep(2 * syncPeriod)
+	var left []string
+	for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
+		if j.DeletionTimestamp == nil {
+			left = append(left, j.Annotations[v1alpha1.AnnotationJobAttempt])
+		}
+	}
+	if fmt.Sprint(left) != "[3 4 5]" {
+		t.Fatalf("T7: want the failed attempts 3, 4 and 5 kept and nothing new, got attempts %v", left)
+	}
 }
 
 // waitLastApply waits until the stored status.lastApply satisfies ok and
