@@ -114,6 +114,15 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 			return false, nil
 		}
 	}
+	if !set.fresh {
+		// About to start a Job: confirm from the API server, not the cache
+		// (J1: one Job at a time).
+		fresh, err := c.freshJobs(ctx, w)
+		if err != nil {
+			return false, err
+		}
+		return c.destroyStep(ctx, w, fresh, now)
+	}
 	return false, c.startDestroy(ctx, w, plan)
 }
 

@@ -449,3 +449,22 @@ func requireNoJobRequest(t *testing.T, f *fixture) {
 	}
 	require.Empty(t, jobRequests, "a steady pass makes no Job request")
 }
+
+// T7, J1: a destroy retry is confirmed from the API server before it
+// starts: a retry Job the cache has not seen yet is found there, and no
+// second Job starts.
+func TestSyncT7DestroyRetryConfirmedUncached(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", deleting, func(c *v1alpha1.TerraformCluster) {
+		c.Status.LastApply = &v1alpha1.RunRecord{Generation: 1, JobName: "a", Outcome: v1alpha1.RunSucceeded, FinishTime: metav1.NewTime(epoch.Add(-2 * time.Hour)), Attempt: 1}
+		c.Status.LastDestroy = &v1alpha1.RunRecord{Generation: 1, JobName: "d", Outcome: v1alpha1.RunFailed, FinishTime: metav1.NewTime(epoch.Add(-time.Hour)), Attempt: 1}
+	})
+	f.seedReady(c1)
+	running := attemptJob(c1, v1alpha1.JobActionDestroy, 1, 2, jobRunning, epoch, epoch)
+	require.NoError(t, f.Kube.Tracker().Add(running), "in the API server only")
+
+	require.NoError(t, f.sync(kindCluster, "c1"))
+
+	require.Empty(t, f.createdJobs(), "the running retry was found uncached")
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
+}
