@@ -108,3 +108,19 @@ func TestFinishTimeT7(t *testing.T) {
 	_, ok = FinishTime(j)
 	require.False(t, ok, "no time recorded")
 }
+
+// T7: an attempt number someone else wrote is bounded, so a record of it
+// always fits status.lastApply.attempt.
+func TestAttemptOfBoundedT7(t *testing.T) {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationJobAttempt: "99999999999"}}}
+	require.Equal(t, 1, AttemptOf(j))
+	j.Annotations[v1alpha1.AnnotationJobAttempt] = "1000000"
+	require.Equal(t, MaxAttempt, AttemptOf(j))
+	j.Annotations = map[string]string{v1alpha1.AnnotationJobReapply: "5000000"}
+	require.Equal(t, MaxAttempt, AttemptOf(j))
+}
+
+func TestAttemptOfHugeReapplyT7(t *testing.T) {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationJobReapply: "9223372036854775807"}}}
+	require.Equal(t, MaxAttempt, AttemptOf(j))
+}

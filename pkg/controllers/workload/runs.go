@@ -34,6 +34,9 @@ const (
 	// maxRetryToken is the longest captf.io/retry value kept as it is in
 	// status.observedRetry and on the Job; a longer one is kept as a hash.
 	maxRetryToken = 128
+	// maxRecordedHash is the longest source hash a record keeps (the
+	// schema's bound).
+	maxRecordedHash = 128
 )
 
 // retryBackoff returns how long after the failure of attempt n (from 1)
@@ -76,9 +79,15 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 		finish = now
 	}
 	gen, _ := jobs.GenerationOf(j)
+	hash := jobs.SourceHashOf(j)
+	if len(hash) > maxRecordedHash {
+		// Not a hash the manager wrote (M4: 64 hex characters); the
+		// schema would refuse it.
+		hash = ""
+	}
 	return &v1alpha1.RunRecord{
 		Generation: gen,
-		SourceHash: jobs.SourceHashOf(j),
+		SourceHash: hash,
 		JobName:    j.Name,
 		Outcome:    outcome,
 		FinishTime: metav1.NewTime(finish.UTC().Truncate(time.Second)),

@@ -33,7 +33,7 @@ type RunRecord struct {
 
 	// JobName is the name of the Job, in the object's namespace. The Job
 	// itself may be gone.
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=253
 	JobName string `json:"jobName"`
 
 	// Outcome is how the Job ended: Succeeded, Failed or DeadlineExceeded.
@@ -49,5 +49,6 @@ type RunRecord struct {
 	// re-apply on rotation (SPEC C6) is a new attempt; a new generation
 	// starts again at 1.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
 	Attempt int32 `json:"attempt"`
 }
