@@ -468,3 +468,33 @@ func TestSyncT7DestroyRetryConfirmedUncached(t *testing.T) {
 	require.Empty(t, f.createdJobs(), "the running retry was found uncached")
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 }
+
+// T7, C6: the re-apply on rotation decides from status.lastApply, so it
+// works when the apply Job is gone; an unchanged hash re-runs nothing.
+func TestSyncT7C6FromRecord(t *testing.T) {
+	for _, rotated := range []bool{true, false} {
+		f := newFixture(t)
+		old := oldData(f)
+		recorded := credentials.SourceHash(old)
+		if !rotated {
+			recorded = credentials.SourceHash(sourceData())
+		}
+		c1 := reapplyCluster(true, func(c *v1alpha1.TerraformCluster) {
+			c.Status.LastApply = &v1alpha1.RunRecord{Generation: 1, SourceHash: recorded, JobName: "gone", Outcome: v1alpha1.RunSucceeded, FinishTime: metav1.NewTime(epoch.Add(-time.Hour)), Attempt: 1}
+		})
+		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1,
+			newMirror(identityName, testNS, sourceData(), refOf(kindCluster, c1)))
+
+		require.NoError(t, f.sync(kindCluster, "c1"))
+
+		if !rotated {
+			require.Empty(t, f.createdJobs(), "same credentials: the recorded generation does not run again")
+			continue
+		}
+		js := f.createdJobs()
+		require.Len(t, js, 1)
+		require.Equal(t, jobs.ReapplyName(kindCluster, "c1", c1.UID, 1, 1), js[0].Name)
+		require.Equal(t, "2", js[0].Annotations[v1alpha1.AnnotationJobAttempt], "a re-apply is the next attempt")
+		require.Equal(t, credentials.SourceHash(sourceData()), js[0].Annotations[v1alpha1.AnnotationSourceHash])
+	}
+}
