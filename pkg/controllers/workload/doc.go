@@ -14,6 +14,13 @@
 // the finalizer gets a current mirror and a destroy Job, then cleanup (J8,
 // V2, V3). Conditions and events are those of SPEC section 10.
 //
+// T7 (runs.go): finished Jobs are recorded in status.lastApply and
+// status.lastDestroy, and decisions come from those records, so a finished
+// Job that disappears never runs its generation again; failed runs are
+// retried after 1m doubling to 30m; a new captf.io/retry value runs once
+// more at once (status.observedRetry); finished Jobs are pruned to the
+// newest 3 succeeded and 3 failed per action, from the cache.
+//
 // Event handlers only map events to keys: an identity change reaches exactly
 // its users (I4), a namespace relabel the objects in it (N5), a mirror event
 // its owners (M8), a Job event its controller. A resync ticker re-enqueues

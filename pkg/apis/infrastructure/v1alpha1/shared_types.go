@@ -144,6 +144,27 @@ type WorkloadStatus struct {
 	// +optional
 	LastJob *JobReference `json:"lastJob,omitempty"`
 
+	// LastApply records the newest finished apply Job: its generation,
+	// source hash, name, outcome, finish time and attempt (SPEC T7). The
+	// manager decides from it, so a finished Job that is deleted never
+	// runs its generation again.
+	// +optional
+	LastApply *RunRecord `json:"lastApply,omitempty"`
+
+	// LastDestroy records the newest finished destroy Job, like LastApply
+	// (SPEC T7): a failed destroy is retried with backoff even when its Job
+	// is gone.
+	// +optional
+	LastDestroy *RunRecord `json:"lastDestroy,omitempty"`
+
+	// ObservedRetry is the value of the annotation captf.io/retry the
+	// manager last acted on (SPEC T7): a different value runs the apply, or
+	// the pending destroy, once more. Values longer than 128 characters are
+	// kept as "sha256:" and the first 32 hex characters of their SHA-256.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ObservedRetry string `json:"observedRetry,omitempty"`
+
 	// Outputs are the non-sensitive outputs of the Terraform state after
 	// the newest successful apply (SPEC T4): a JSON object of output name to
 	// its value, exactly as the module declares them (`output` blocks of
