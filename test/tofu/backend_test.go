@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	statefile "github.com/captf/captf/pkg/tfstate"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -165,7 +166,9 @@ func TestModuleKubernetesBackend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, list.Items, 1, "a small state is one Secret")
 
-	assertOutputs(t, w.outputs(t), id)
+	printed := w.outputs(t)
+	assertOutputs(t, printed, id)
+	requireOutputsMatch(t, secret, printed)
 
 	// Destroy from a fresh working copy, as the destroy Job runs: the state
 	// comes from the Secret. The next Job's environment has the new key.
@@ -297,3 +300,34 @@ func keys(m map[string][]byte) []string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// requireOutputsMatch is T4 against a real state: what pkg/tfstate reads
+// from the state Secret OpenTofu wrote equals what `tofu output -json`
+// printed, value for value, except that sensitive outputs are named and
+// their values appear nowhere in what the manager would publish (X1).
+func requireOutputsMatch(t *testing.T, secret *corev1.Secret, printed outputs) {
+	t.Helper()
+	compressed, err := statefile.Assemble(secret.Labels[statefile.LabelSuffix], []corev1.Secret{*secret})
+	require.NoError(t, err)
+	read, err := statefile.Decode(compressed)
+	require.NoError(t, err)
+	published, err := read.Encode()
+	require.NoError(t, err)
+	var sensitive []string
+	for name, o := range printed {
+		if o.Sensitive {
+			sensitive = append(sensitive, name)
+			var v string
+			require.NoError(t, json.Unmarshal(o.Value, &v))
+			require.NotEmpty(t, v)
+			assert.NotContains(t, string(published), v, "X1: the value of sensitive output %s", name)
+			continue
+		}
+		require.Contains(t, read.Values, name)
+		assert.JSONEq(t, string(o.Value), string(read.Values[name]), "output %s", name)
+	}
+	sort.Strings(sensitive)
+	assert.Equal(t, sensitive, read.Sensitive)
+	assert.Len(t, read.Values, len(printed)-len(sensitive))
+	t.Logf("T4: outputs as the manager publishes them: %s; sensitive: %v", published, read.Sensitive)
+}

@@ -36,6 +36,35 @@ func ReapplyOf(job *batchv1.Job) int {
 	return n
 }
 
+// MaxAttempt bounds the attempt numbers [AttemptOf] reads: at 30 minutes
+// between failures, far more than any object needs, and it keeps a value
+// written by someone else within what status.lastApply.attempt holds.
+const MaxAttempt = 1000000
+
+// AttemptOf returns a Job's attempt number among the Jobs of its action and
+// generation (SPEC T7): its captf.io/attempt annotation when that is an
+// integer from 1 to [MaxAttempt]; else, for Jobs created before attempts
+// were recorded, 1 plus its re-apply number (a generation's Jobs then were
+// its first apply and its re-applies, in order), at most MaxAttempt.
+func AttemptOf(job *batchv1.Job) int {
+	if job == nil {
+		return 0
+	}
+	if n, err := strconv.Atoi(job.Annotations[v1alpha1.AnnotationJobAttempt]); err == nil && n >= 1 && n <= MaxAttempt {
+		return n
+	}
+	return 1 + min(ReapplyOf(job), MaxAttempt-1)
+}
+
+// RetryOf returns the captf.io/retry value a Job was started for (SPEC
+// T7), "" when none.
+func RetryOf(job *batchv1.Job) string {
+	if job == nil {
+		return ""
+	}
+	return job.Annotations[v1alpha1.AnnotationRetry]
+}
+
 // GenerationOf returns the object generation a Job was built for (its
 // captf.io/generation annotation); ok is false when the annotation is missing
 // or not a decimal integer.

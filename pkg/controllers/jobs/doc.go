@@ -39,4 +39,8 @@
 //     turning that into the ApplyJobSucceeded condition is the controller's.
 //     [ActionOf] and [GenerationOf] read back which action and generation a
 //     Job was created for.
+//   - T7: attempt n > 1 of a generation is named by [AttemptName] (attempt 1
+//     keeps [Name]) and annotated captf.io/attempt ([AttemptOf]); the
+//     captf.io/retry value a Job acts on is recorded on it ([RetryOf]);
+//     [FinishTime] reads when a Job finished.
 package jobs

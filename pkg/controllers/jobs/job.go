@@ -147,6 +147,14 @@ type Params struct {
 	// Reapply numbers a re-apply Job of the same generation after a
 	// rotation (SPEC C6); 0 for the generation's first apply.
 	Reapply int
+	// Attempt numbers the Job among the Jobs of its action and generation
+	// (SPEC T7); 0 or 1 for the first. A later attempt that is not a
+	// re-apply is named by [AttemptName]; every attempt above 1 is recorded
+	// as captf.io/attempt.
+	Attempt int
+	// Retry is the captf.io/retry value this Job acts on (SPEC T7),
+	// recorded on the Job; "" records nothing.
+	Retry string
 	// Variables is the object's spec.variables as JSON (SPEC T3); nil, empty
 	// or null sets no CAPTF_VARIABLES. Build compacts a copy.
 	Variables []byte
@@ -181,10 +189,16 @@ func Build(p Params) *batchv1.Job {
 		// The identity controller finds an identity's Jobs by it (C5).
 		annotations[v1alpha1.AnnotationIdentity] = p.Identity
 	}
-	name := Name(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation)
+	name := AttemptName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation, p.Attempt)
 	if p.Reapply > 0 {
 		name = ReapplyName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Generation, p.Reapply)
 		annotations[v1alpha1.AnnotationJobReapply] = strconv.Itoa(p.Reapply)
+	}
+	if p.Attempt > 1 {
+		annotations[v1alpha1.AnnotationJobAttempt] = strconv.Itoa(p.Attempt)
+	}
+	if p.Retry != "" {
+		annotations[v1alpha1.AnnotationRetry] = p.Retry
 	}
 
 	return &batchv1.Job{

@@ -69,10 +69,34 @@ func ReapplyName(ownerKind, ownerName string, ownerUID types.UID, generation int
 	return name(ownerKind, ownerName, ownerUID, v1alpha1.JobActionApply, generation, n)
 }
 
+// AttemptName returns the name of attempt n of the Job that runs action
+// for generation (SPEC T7): attempt 1 (or less) is [Name], so the first
+// Job's name is the same as before retries existed; a later attempt, a
+// retry after a failure or on captf.io/retry, is
+//
+//	<name-prefix>-<action>-<generation>-a<n>-<8 hex>
+//
+// with n hashed too, so every attempt has its own Job.
+func AttemptName(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64, n int) string {
+	if n <= 1 {
+		return Name(ownerKind, ownerName, ownerUID, action, generation)
+	}
+	return nameWithPart(ownerKind, ownerName, ownerUID, action, generation, "a"+strconv.Itoa(n))
+}
+
 func name(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64, rerun int) string {
-	rerunPart, hash := "", nameHash(ownerKind, ownerName, ownerUID, action, generation)
+	rerunPart := ""
 	if rerun > 0 {
 		rerunPart = "r" + strconv.Itoa(rerun)
+	}
+	return nameWithPart(ownerKind, ownerName, ownerUID, action, generation, rerunPart)
+}
+
+// nameWithPart builds a Job name with an optional extra part (a re-apply's
+// r<n>, an attempt's a<n>) after the generation; the part is hashed too.
+func nameWithPart(ownerKind, ownerName string, ownerUID types.UID, action v1alpha1.JobAction, generation int64, rerunPart string) string {
+	hash := nameHash(ownerKind, ownerName, ownerUID, action, generation)
+	if rerunPart != "" {
 		hash = nameHash(ownerKind, ownerName, ownerUID, action, generation, rerunPart)
 	}
 	suffix := joinNonEmpty(

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -109,4 +110,22 @@ func trueCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCon
 		}
 	}
 	return nil
+}
+
+// FinishTime returns when a [Finished] Job finished: the last transition
+// of its Complete or Failed condition, else its status.completionTime; ok
+// is false when the Job is not finished or records no time (SPEC T7).
+func FinishTime(job *batchv1.Job) (t time.Time, ok bool) {
+	if !Finished(job) {
+		return time.Time{}, false
+	}
+	for _, ct := range []batchv1.JobConditionType{batchv1.JobComplete, batchv1.JobFailed} {
+		if c := trueCondition(job, ct); c != nil && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time, true
+		}
+	}
+	if job.Status.CompletionTime != nil && !job.Status.CompletionTime.IsZero() {
+		return job.Status.CompletionTime.Time, true
+	}
+	return time.Time{}, false
 }

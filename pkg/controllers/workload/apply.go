@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,44 +18,40 @@ import (
 	"github.com/captf/captf/pkg/controllers/jobs"
 )
 
-// reportJob sets ApplyJobSucceeded from a Job's outcome (J7).
+// reportJob sets ApplyJobSucceeded from a Job (J7): running, or its
+// outcome as reportRecord words it.
 func (c *Controller) reportJob(w *workload, j *batchv1.Job, now time.Time) {
-	out, msg := jobs.Status(j)
 	action := jobs.ActionOf(j)
-	gen, _ := jobs.GenerationOf(j)
-	switch out {
-	case jobs.Running:
-		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning, "%s Job %s (generation %d) is running", action, j.Name, gen)
-	case jobs.Succeeded:
-		reason := v1alpha1.ReasonApplySucceeded
-		if action == v1alpha1.JobActionDestroy {
-			reason = v1alpha1.ReasonDestroySucceeded
-		}
-		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, reason, "%s Job %s (generation %d) succeeded", action, j.Name, gen)
-	case jobs.DeadlineExceeded:
-		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded,
-			"%s Job %s (generation %d) ran past spec.jobs.activeDeadlineSeconds: %s; delete the Job to retry", action, j.Name, gen, msg)
-	default:
-		reason := v1alpha1.ReasonApplyFailed
-		if action == v1alpha1.JobActionDestroy {
-			reason = v1alpha1.ReasonDestroyFailed
-		}
-		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason,
-			"%s Job %s (generation %d) failed: %s; see its logs, and delete the Job to retry", action, j.Name, gen, msg)
+	if rec := recordOf(j, now); rec != nil {
+		_, msg := jobs.Status(j)
+		c.reportRecord(w, action, rec, msg, time.Time{}, now)
+		return
 	}
+	gen, _ := jobs.GenerationOf(j)
+	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
+		"%s Job %s (generation %d, attempt %d) is running", action, j.Name, gen, jobs.AttemptOf(j))
 }
 
 // applyStep starts the apply Job for an unapplied generation once
-// credentials are ready (J1), keeps the finalizer on an object that has
-// started one (J8), and reports ApplyJobSucceeded (J7). It returns the
+// credentials are ready (J1), retries a failed one (T7), keeps the
+// finalizer on an object that has started one (J8), reports
+// ApplyJobSucceeded (J7), and prunes finished Jobs (T7). It returns the
 // object as stored when it had to update it.
 func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentialResult) (*workload, error) {
 	now := c.clock.Now()
-	set, err := c.jobsOf(w)
+	cached, err := c.jobsOf(w)
 	if err != nil {
 		return w, err
 	}
-	if start, _ := c.decideApply(w, set, creds, now); !start {
+	w, err = c.applyJob(ctx, w, creds, cached, now)
+	// T7: decided from the cache, so a pass with nothing to prune makes
+	// no request.
+	return w, errors.Join(err, c.prune(ctx, w, cached))
+}
+
+func (c *Controller) applyJob(ctx context.Context, w *workload, creds credentialResult, set jobSet, now time.Time) (*workload, error) {
+	start, _ := c.decideApply(w, set, creds, now)
+	if !start {
 		return c.keepFinalizer(ctx, w, set)
 	}
 	if paused(w) {
@@ -64,10 +61,11 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 		return c.keepFinalizer(ctx, w, set)
 	}
 	// About to start a Job: confirm from the API server, not the cache.
-	if set, err = c.freshJobs(ctx, w); err != nil {
+	set, err := c.freshJobs(ctx, w)
+	if err != nil {
 		return w, err
 	}
-	start, reapply := c.decideApply(w, set, creds, now)
+	start, plan := c.decideApply(w, set, creds, now)
 	if !start {
 		return c.keepFinalizer(ctx, w, set)
 	}
@@ -76,7 +74,7 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 	if w, err = c.setFinalizer(ctx, w, true); err != nil {
 		return w, err
 	}
-	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, reapply)
+	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, plan)
 	if err != nil {
 		return w, err
 	}
@@ -86,10 +84,10 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 	return w, nil
 }
 
-// keepFinalizer sets the finalizer on an object that has an apply Job:
+// keepFinalizer sets the finalizer on an object that has applied:
 // infrastructure may exist, so its deletion must destroy it (J8).
 func (c *Controller) keepFinalizer(ctx context.Context, w *workload, set jobSet) (*workload, error) {
-	if set.find(v1alpha1.JobActionApply, -1) == nil {
+	if set.find(v1alpha1.JobActionApply, -1) == nil && w.status.LastApply == nil {
 		return w, nil
 	}
 	return c.setFinalizer(ctx, w, true)
@@ -101,67 +99,102 @@ func recordLatest(w *workload, set jobSet) {
 	if set.latest == nil {
 		return
 	}
+	if last := w.status.LastJob; last != nil && last.Name == set.latest.Name {
+		return
+	}
 	gen, _ := jobs.GenerationOf(set.latest)
 	w.status.LastJob = &v1alpha1.JobReference{Name: set.latest.Name, Action: jobs.ActionOf(set.latest), Generation: gen}
 }
 
-// decideApply sets ApplyJobSucceeded from set and decides whether a new
-// apply Job should start: the generation has no apply Job yet, none runs,
-// credentials are ready and there is an image (J1); or the object re-applies
-// on rotation (C6), in which case reapply numbers the new Job.
-func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult, now time.Time) (start bool, reapply int) {
+// decideApply records finished apply Jobs in status.lastApply (T7), sets
+// ApplyJobSucceeded, and decides whether a new apply Job should start and
+// which:
+//
+//   - the generation has no finished apply and none runs (J1), attempt 1;
+//   - a new captf.io/retry value (T7), the next attempt at once;
+//   - a rotation of the credentials of an object that re-applies on it
+//     (C6), a re-apply at once;
+//   - the generation's last apply failed and its backoff has passed (T7),
+//     the next attempt; before then the key is requeued for that time.
+//
+// A succeeded generation never runs again by itself, even when its Job is
+// gone: the record says it finished. Every start needs ready credentials
+// and an image.
+func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult, now time.Time) (bool, runPlan) {
 	recordLatest(w, set)
+	rec := recordRuns(w, set, v1alpha1.JobActionApply, now)
 	gen := w.obj.GetGeneration()
-	current := set.find(v1alpha1.JobActionApply, gen)
-	switch {
-	case current != nil:
-		c.reportJob(w, current, now)
-		if n := reapplyNumber(w, set, current, creds); n > 0 {
-			return true, n
-		}
-		return false, 0
-	case set.running != nil:
+	retry, retryNew := retryRequested(w, set)
+	if set.running != nil {
 		g, _ := jobs.GenerationOf(set.running)
-		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
-			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
-		return false, 0
-	case !creds.ready:
-		if set.latest != nil {
-			c.reportJob(w, set.latest, now)
+		if jobs.ActionOf(set.running) == v1alpha1.JobActionApply && g == gen {
+			c.reportJob(w, set.running, now)
 		} else {
-			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
-				"no apply Job until IdentityAllowed and CredentialsMirrored are True")
+			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
+				"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
 		}
-		return false, 0
+		return false, runPlan{}
+	}
+	done := rec != nil && rec.Generation == gen
+	plan := runPlan{attempt: nextAttempt(w, set, v1alpha1.JobActionApply, gen)}
+	if retryNew {
+		plan.retry = retry
+	}
+	if done {
+		var next time.Time
+		if rec.Outcome != v1alpha1.RunSucceeded {
+			next = retryAt(rec)
+		}
+		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
+		switch n := reapplyNumber(w, set, rec, creds); {
+		case retryNew:
+		case n > 0:
+			plan.reapply = n
+		case rec.Outcome == v1alpha1.RunSucceeded:
+			return false, runPlan{}
+		case now.Before(next):
+			c.requeueAt(w, next, now)
+			return false, runPlan{}
+		}
+	}
+	switch {
+	case !creds.ready:
+		if !done {
+			if set.latest != nil {
+				c.reportJob(w, set.latest, now)
+			} else {
+				setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
+					"no apply Job until IdentityAllowed and CredentialsMirrored are True")
+			}
+		}
+		return false, runPlan{}
 	case w.source.Image == "":
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
 			"spec.source.image is not set: no Job can run")
-		return false, 0
+		return false, runPlan{}
 	}
 	if err := jobs.ValidateVariables(v1alpha1.VariablesOf(w.robj)); err != nil {
 		// T3: what the CRD cannot check is reported here; no Job runs.
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonInvalidVariables,
 			"%v: fix spec.variables and the apply Job starts (SPEC T3)", err)
-		return false, 0
+		return false, runPlan{}
 	}
-	return true, 0
+	return true, plan
 }
 
 // reapplyNumber implements C6: when the object opts in
 // (spec.jobs.reapplyOnRotation), no Job runs, credentials are ready, and
-// newest, the newest apply Job of this generation, started with another
+// rec, the newest finished apply of this generation, started with another
 // source hash than the mirror's now, it returns the number of the next
 // re-apply Job (one per rotation: that Job records the new hash); else 0.
-// Never called during a deletion.
-func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentialResult) int {
+// Deciding from the record, not the Job, keeps this right when the Job is
+// gone (T7). Never called during a deletion.
+func reapplyNumber(w *workload, set jobSet, rec *v1alpha1.RunRecord, creds credentialResult) int {
 	if !w.jobs.ReapplyOnRotation || !creds.ready || creds.hash == "" || set.running != nil || w.source.Image == "" {
 		return 0
 	}
 	gen := w.obj.GetGeneration()
-	if newest == nil || !jobs.Finished(newest) {
-		return 0
-	}
-	if h := jobs.SourceHashOf(newest); h == "" || h == creds.hash {
+	if rec == nil || rec.Generation != gen || rec.SourceHash == "" || rec.SourceHash == creds.hash {
 		return 0
 	}
 	// Number after the highest so far: a deleted earlier Job must not make
@@ -179,7 +212,7 @@ func reapplyNumber(w *workload, set jobSet, newest *batchv1.Job, creds credentia
 // that name (a previous pass's create not yet in the cache) counts as
 // created. It returns nil without error when the namespace is terminating
 // or no ServiceAccount may run the Job (T1: RunnerNotFound).
-func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1.JobAction, creds credentialResult, reapply int) (*batchv1.Job, error) {
+func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1.JobAction, creds credentialResult, plan runPlan) (*batchv1.Job, error) {
 	runner, err := c.ensureRunner(ctx, w)
 	if err != nil || runner == "" {
 		return nil, err
@@ -200,7 +233,9 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		ActiveDeadlineSeconds: ptr.Deref(w.jobs.ActiveDeadlineSeconds, 0),
 		SourceHash:            creds.hash,
 		Identity:              creds.identity,
-		Reapply:               reapply,
+		Reapply:               plan.reapply,
+		Attempt:               plan.attempt,
+		Retry:                 plan.retry,
 		Variables:             v1alpha1.VariablesOf(w.robj),
 		LockTimeoutSeconds:    w.jobs.LockTimeoutSeconds,
 		PodSecurityContext:    w.jobs.PodSecurityContext,
@@ -210,7 +245,7 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 	switch {
 	case err == nil:
 		c.echoes.wrote(cache.ObjectName{Namespace: created.Namespace, Name: created.Name}, created.ResourceVersion)
-		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "reapply", reapply)
+		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "attempt", plan.attempt, "reapply", plan.reapply)
 	case apierrors.IsAlreadyExists(err):
 		created = job
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
@@ -225,6 +260,10 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		return nil, fmt.Errorf("creating %s Job %s: %w", action, job.Name, err)
 	}
 	w.status.LastJob = &v1alpha1.JobReference{Name: job.Name, Action: action, Generation: w.obj.GetGeneration()}
+	if plan.retry != "" {
+		// T7: this value is acted on; the Job records it too.
+		w.status.ObservedRetry = plan.retry
+	}
 	return created, nil
 }
 

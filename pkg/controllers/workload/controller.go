@@ -255,11 +255,24 @@ func workloadChanged(oldObj, newObj interface{}) bool {
 		o.GetUID() != n.GetUID()
 }
 
+// handle registers h on informer, and makes Run wait until h has seen
+// every object of the informer's initial list, not only until the cache
+// has it: a worker that starts before the last initial add would read a
+// source that the keys added after the read began cannot use (SPEC P1).
+func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := informer.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	c.synced = append(c.synced, reg.HasSynced)
+	return nil
+}
+
 // addHandlers registers the event handlers: each only maps an event to
 // keys and enqueues them.
 func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 	for _, k := range c.kinds {
-		if _, err := k.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(k.informer, cache.ResourceEventHandlerFuncs{
 			AddFunc: c.enqueueObject,
 			UpdateFunc: func(oldObj, newObj interface{}) {
 				if workloadChanged(oldObj, newObj) {
@@ -288,7 +301,7 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 	logger := klog.FromContext(ctx)
 	// A cluster's identityRef, defaults or labels decide its members'
 	// identity (I2, I3).
-	if _, err := inf.Clusters.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(inf.Clusters.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueMembers,
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			if workloadChanged(oldObj, newObj) {
@@ -306,7 +319,7 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 		}
 		return ""
 	}
-	if _, err := inf.Identities.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(inf.Identities.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) { c.enqueueUsers(identityName(obj)) },
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			// Spec or deletion (I4); the identity's own status writes are not
@@ -321,7 +334,7 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 	}); err != nil {
 		return err
 	}
-	if _, err := inf.Namespaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := c.handle(inf.Namespaces.Informer(), cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
 			if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Phase != n.Status.Phase {
@@ -364,7 +377,7 @@ func (c *Controller) addOwnedHandlers(inf Informers) error {
 		ownersOf(obj)
 	}
 	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
-		if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if err := c.handle(informer, cache.ResourceEventHandlerFuncs{
 			AddFunc:    ownersOnAdd,
 			UpdateFunc: ownersOnChange,
 			DeleteFunc: ownersOnDelete,

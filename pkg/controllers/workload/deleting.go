@@ -38,8 +38,9 @@ func (c *Controller) destroyImpossible(w *workload, now time.Time) {
 
 // syncDeleting runs the deletion flow of an object with the finalizer (J8):
 // wait for a running apply, make the mirror current (M6), create the
-// destroy Job, and once it succeeds report release, so that sync cleans up
-// (V3) and removes the finalizer after writing the status. A destroy whose
+// destroy Job, retry a failed one after its backoff or on captf.io/retry
+// (T7), and once it succeeds report release, so that sync cleans up (V3)
+// and removes the finalizer after writing the status. A destroy whose
 // identity cannot be used waits (V2) unless the object carries the abandon
 // annotation with its UID.
 func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release bool, _ error) {
@@ -51,19 +52,34 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy, w.obj.GetNamespace(), jobs.StateSecretName(suffix), jobs.StateLeaseName(suffix))
 		return true, nil
 	}
-	set, err := c.jobsOf(w)
+	cached, err := c.jobsOf(w)
 	if err != nil {
 		return false, err
 	}
-	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil {
+	set := cached
+	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil && w.status.LastDestroy == nil {
 		// The next step starts a destroy Job or drops the finalizer:
 		// confirm from the API server, not the cache.
 		if set, err = c.freshJobs(ctx, w); err != nil {
 			return false, err
 		}
 	}
-	switch destroy := set.find(v1alpha1.JobActionDestroy, -1); {
-	case set.find(v1alpha1.JobActionApply, -1) == nil && w.status.LastJob == nil:
+	release, err = c.destroyStep(ctx, w, set, now)
+	if release || err != nil {
+		return release, err
+	}
+	// T7: a destroy retried for days leaves no more than keepFinished
+	// failed Jobs behind.
+	return false, c.prune(ctx, w, cached)
+}
+
+// destroyStep decides the deletion from set and the records (T7).
+func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, now time.Time) (release bool, _ error) {
+	recordRuns(w, set, v1alpha1.JobActionApply, now)
+	rec := recordRuns(w, set, v1alpha1.JobActionDestroy, now)
+	gen := w.obj.GetGeneration()
+	switch {
+	case set.find(v1alpha1.JobActionApply, -1) == nil && w.status.LastJob == nil && w.status.LastApply == nil:
 		// The finalizer was set but no apply Job was ever created: nothing
 		// to destroy.
 		return true, nil
@@ -71,23 +87,50 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"waiting for apply Job %s to end before destroying", set.running.Name)
 		return false, nil
-	case destroy == nil:
-		return false, c.startDestroy(ctx, w)
-	default:
-		c.reportJob(w, destroy, now)
-		if out, _ := jobs.Status(destroy); out != jobs.Succeeded {
+	case set.running != nil:
+		c.reportJob(w, set.running, now)
+		return false, nil
+	}
+	retry, retryNew := retryRequested(w, set)
+	plan := runPlan{attempt: nextAttempt(w, set, v1alpha1.JobActionDestroy, gen)}
+	if retryNew {
+		plan.retry = retry
+	}
+	if rec != nil {
+		if rec.Outcome == v1alpha1.RunSucceeded {
+			c.reportRecord(w, v1alpha1.JobActionDestroy, rec, "", time.Time{}, now)
+			// T2: the state goes with the infrastructure, before the finalizer.
+			return true, c.deleteState(ctx, w)
+		}
+		// A failed destroy is retried after its backoff; a new generation
+		// restarts the count and runs at once.
+		next := now
+		if rec.Generation == gen {
+			next = retryAt(rec)
+		}
+		c.reportRecord(w, v1alpha1.JobActionDestroy, rec, detailOf(set, rec), next, now)
+		if !retryNew && now.Before(next) {
+			c.requeueAt(w, next, now)
 			return false, nil
 		}
-		// T2: the state goes with the infrastructure, before the finalizer.
-		return true, c.deleteState(ctx, w)
 	}
+	if !set.fresh {
+		// About to start a Job: confirm from the API server, not the cache
+		// (J1: one Job at a time).
+		fresh, err := c.freshJobs(ctx, w)
+		if err != nil {
+			return false, err
+		}
+		return c.destroyStep(ctx, w, fresh, now)
+	}
+	return false, c.startDestroy(ctx, w, plan)
 }
 
 // startDestroy creates the destroy Job once the credentials are current
 // (M6, J8); without them the deletion waits (V2), or, in a terminating
 // namespace where nothing can be created, reports that only the operator
 // can release the object.
-func (c *Controller) startDestroy(ctx context.Context, w *workload) error {
+func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan) error {
 	now := c.clock.Now()
 	creds, err := c.credentialStep(ctx, w)
 	if err != nil {
@@ -116,7 +159,7 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload) error {
 			"%v: fix spec.variables and the destroy Job starts (SPEC T3), or set annotation %s=%s", err, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil
 	}
-	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, 0)
+	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, plan)
 	if err != nil {
 		return err
 	}

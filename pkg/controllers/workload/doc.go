@@ -7,9 +7,19 @@
 // checks the namespace (N1-N6) and revokes when it is not allowed (V1), reads
 // the source Secret uncached, writes the namespace's mirror only when
 // something differs (M2-M8), and starts the apply Job for an unapplied
-// generation once credentials are ready (J1-J5, J7). A deleting object with
+// generation once credentials are ready (J1-J5, J7). After a newer
+// successful apply Job it reads the state once, uncached, and publishes its
+// outputs (T4, outputs.go, decoding in pkg/tfstate) and marks the object
+// provisioned (T5). A deleting object with
 // the finalizer gets a current mirror and a destroy Job, then cleanup (J8,
 // V2, V3). Conditions and events are those of SPEC section 10.
+//
+// T7 (runs.go): finished Jobs are recorded in status.lastApply and
+// status.lastDestroy, and decisions come from those records, so a finished
+// Job that disappears never runs its generation again; failed runs are
+// retried after 1m doubling to 30m; a new captf.io/retry value runs once
+// more at once (status.observedRetry); finished Jobs are pruned to the
+// newest 3 succeeded and 3 failed per action, from the cache.
 //
 // Event handlers only map events to keys: an identity change reaches exactly
 // its users (I4), a namespace relabel the objects in it (N5), a mirror event

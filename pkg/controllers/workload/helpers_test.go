@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -476,14 +477,28 @@ func (f *fixture) readsOf(resource string) []string {
 	return out
 }
 
-// checkNoSecretLeak is X1: no credential value, and no hash of one, in any
-// event, condition message or log line.
+// checkNoSecretLeak is X1: no credential value, no hash of one, and no
+// sensitive Terraform output (T4; tests add theirs to f.Secrets) in any
+// event, condition message, log line, or anywhere in a status written,
+// but for the source hash T7 records by name in lastApply and lastDestroy
+// (the Job's captf.io/source-hash annotation, C5).
 func (f *fixture) checkNoSecretLeak() {
 	var conditions [][]metav1.Condition
+	var statuses []string
 	for _, st := range f.statusWrites() {
 		conditions = append(conditions, st.Conditions)
+		st = st.DeepCopy()
+		for _, r := range []*v1alpha1.RunRecord{st.LastApply, st.LastDestroy} {
+			if r != nil {
+				r.SourceHash = ""
+			}
+		}
+		b, err := json.Marshal(st)
+		require.NoError(f.t, err)
+		statuses = append(statuses, string(b))
 	}
 	f.RequireNoLeak(f.t, conditions)
+	controllertest.RequireNoSecrets(f.t, f.Secrets, statuses)
 }
 
 // requireDeletePreconditions checks the Delete of a Secret carried the

@@ -22,6 +22,9 @@ type jobSet struct {
 	running *batchv1.Job
 	// latest is the most recently created Job.
 	latest *batchv1.Job
+	// fresh is true for a set listed from the API server (freshJobs),
+	// false for one read from the cache.
+	fresh bool
 }
 
 func (c *Controller) jobsOf(w *workload) (jobSet, error) {
@@ -61,7 +64,9 @@ func (c *Controller) freshJobs(ctx context.Context, w *workload) (jobSet, error)
 			mine = append(mine, &list.Items[i])
 		}
 	}
-	return newJobSet(mine), nil
+	s := newJobSet(mine)
+	s.fresh = true
+	return s, nil
 }
 
 // newer orders Jobs by creation, then by generation, then by name.

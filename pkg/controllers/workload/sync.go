@@ -66,14 +66,18 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 }
 
 // syncNormal is the pass of a non-deleting object: the credential step on
-// every pass (M6), then the apply Job (J1). It returns the object as stored
-// when it had to update it (the finalizer).
+// every pass (M6), then the apply Job (J1), then the outputs of a new
+// successful apply (T4, outputs.go). It returns the object as stored when
+// it had to update it (the finalizer).
 func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, error) {
 	creds, err := c.credentialStep(ctx, w)
 	if err != nil {
 		return w, err
 	}
-	return c.applyStep(ctx, w, creds)
+	if w, err = c.applyStep(ctx, w, creds); err != nil {
+		return w, err
+	}
+	return w, c.outputsStep(ctx, w)
 }
 
 // release ends a deletion (V3): the object's owner references leave its

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
 // RequireNoSecretValues scans every event, the status of every captf
@@ -42,21 +44,21 @@ func (f *Fixture) RequireNoSecretValues(forbidden ...string) {
 		t.Fatal(err)
 	}
 	for _, c := range clusters.Items {
-		statuses = append(statuses, c.Status)
+		statuses = append(statuses, withoutRunHashes(c.Status))
 	}
 	machines, err := api.TerraformMachines("").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range machines.Items {
-		statuses = append(statuses, m.Status)
+		statuses = append(statuses, withoutRunHashes(m.Status))
 	}
 	pools, err := api.TerraformMachinePools("").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pools.Items {
-		statuses = append(statuses, p.Status)
+		statuses = append(statuses, withoutRunHashes(p.Status))
 	}
 	b, _ := json.Marshal(statuses)
 	for _, s := range forbidden {
@@ -74,4 +76,19 @@ func (f *Fixture) RequireNoSecretValues(forbidden ...string) {
 		}
 	}
 	t.Logf("X1 scan: %d events, %d statuses, %d bytes of manager log", len(events.Items), len(statuses), len(log))
+}
+
+// withoutRunHashes returns a copy of a workload status without
+// lastApply.sourceHash and lastDestroy.sourceHash: SPEC T7 asks for the
+// source hash there by name, copied from the Job's captf.io/source-hash
+// annotation (C5), which this scan does not cover either. Every other
+// field, and every condition, is scanned.
+func withoutRunHashes(st v1alpha1.WorkloadStatus) v1alpha1.WorkloadStatus {
+	st = *st.DeepCopy()
+	for _, r := range []*v1alpha1.RunRecord{st.LastApply, st.LastDestroy} {
+		if r != nil {
+			r.SourceHash = ""
+		}
+	}
+	return st
 }

@@ -19,6 +19,10 @@ const (
 	// ConditionPaused says whether the annotation cluster.x-k8s.io/paused
 	// stops the object's Jobs (SPEC T5).
 	ConditionPaused ConditionType = "Paused"
+	// ConditionOutputsAvailable says whether status.outputs holds the
+	// outputs of the state after the newest successful apply (SPEC T4).
+	// Not set before the first successful apply. It is not part of Ready.
+	ConditionOutputsAvailable ConditionType = "OutputsAvailable"
 	// ConditionReady summarises the others: True only when every one is True.
 	// It carries the reason and message of the first that is not.
 	ConditionReady ConditionType = "Ready"
@@ -106,6 +110,25 @@ const (
 	ReasonRunnerNotFound ConditionReason = "RunnerNotFound"
 	// ReasonJobRunning: a Job is running.
 	ReasonJobRunning ConditionReason = "JobRunning"
+)
+
+// Reasons of OutputsAvailable (SPEC T4).
+const (
+	// ReasonOutputsRead: the state was read after the newest successful
+	// apply; status.outputs and status.sensitiveOutputs hold its outputs.
+	ReasonOutputsRead ConditionReason = "OutputsRead"
+	// ReasonStateNotFound: after a successful apply there is no state
+	// Secret tfstate-default-<suffix>, or it holds no state (for example a
+	// module that configures no backend captf can replace).
+	ReasonStateNotFound ConditionReason = "StateNotFound"
+	// ReasonOutputsReadFailed: the state could not be read: not gzip, not
+	// JSON, encrypted (OpenTofu state encryption), over 16 MiB
+	// decompressed, another format version, or a split state lacking a
+	// part. The last good outputs stay.
+	ReasonOutputsReadFailed ConditionReason = "OutputsReadFailed"
+	// ReasonOutputsTooLarge: the non-sensitive outputs exceed 32 KiB as JSON
+	// (or the sensitive names do); the last good outputs stay.
+	ReasonOutputsTooLarge ConditionReason = "OutputsTooLarge"
 )
 
 // Reasons of the identity's conditions.

@@ -126,8 +126,9 @@ type JobReference struct {
 
 // WorkloadStatus is the observed state shared by the three workload kinds.
 type WorkloadStatus struct {
-	// Conditions: IdentityAllowed, CredentialsMirrored, ApplyJobSucceeded and
-	// the Ready summary (SPEC section 10).
+	// Conditions: IdentityAllowed, CredentialsMirrored, ApplyJobSucceeded,
+	// Paused, OutputsAvailable and the Ready summary (SPEC section 10, T4,
+	// T5).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -142,6 +143,80 @@ type WorkloadStatus struct {
 	// LastJob is the most recent Job the manager created for this object.
 	// +optional
 	LastJob *JobReference `json:"lastJob,omitempty"`
+
+	// LastApply records the newest finished apply Job: its generation,
+	// source hash, name, outcome, finish time and attempt (SPEC T7). The
+	// manager decides from it, so a finished Job that is deleted never
+	// runs its generation again.
+	// +optional
+	LastApply *RunRecord `json:"lastApply,omitempty"`
+
+	// LastDestroy records the newest finished destroy Job, like LastApply
+	// (SPEC T7): a failed destroy is retried with backoff even when its Job
+	// is gone.
+	// +optional
+	LastDestroy *RunRecord `json:"lastDestroy,omitempty"`
+
+	// ObservedRetry is the value of the annotation captf.io/retry the
+	// manager last acted on (SPEC T7): a different value runs the apply, or
+	// the pending destroy, once more. Values longer than 128 characters are
+	// kept as "sha256:" and the first 32 hex characters of their SHA-256.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ObservedRetry string `json:"observedRetry,omitempty"`
+
+	// Outputs are the non-sensitive outputs of the Terraform state after
+	// the newest successful apply (SPEC T4): a JSON object of output name to
+	// its value, exactly as the module declares them (`output` blocks of
+	// the root module). At most 32 KiB as JSON; larger outputs are not
+	// published (OutputsAvailable=False/OutputsTooLarge). When a read fails,
+	// the outputs of the last good read stay.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Outputs *runtime.RawExtension `json:"outputs,omitempty"`
+
+	// SensitiveOutputs are the names of the outputs the module marks
+	// `sensitive = true`, sorted. Their values never leave the state Secret
+	// (SPEC T4, X1): read them from the state with the backend's own tools.
+	// They stay from the last good read, like outputs.
+	// +optional
+	// +listType=set
+	SensitiveOutputs []string `json:"sensitiveOutputs,omitempty"`
+
+	// OutputsSource is the successful apply Job after which the state was
+	// last read for outputs, whether that read succeeded or not. The state
+	// is read once per successful apply Job: only a newer one triggers
+	// another read (SPEC T4: a state that failed to read is not read again
+	// in a loop).
+	// +optional
+	OutputsSource *OutputsSource `json:"outputsSource,omitempty"`
+
+	// Initialization is the Cluster API v1beta2 provider contract's
+	// initialization status (SPEC T5).
+	// +optional
+	Initialization *WorkloadInitialization `json:"initialization,omitempty"`
+}
+
+// OutputsSource names the apply Job whose state status.outputs reflects.
+type OutputsSource struct {
+	// JobName is the name of the successful apply Job, in the object's
+	// namespace.
+	JobName string `json:"jobName"`
+	// JobCreationTimestamp is that Job's creation time, so that a later Job
+	// is told from an earlier one even after the Job itself is gone (a TTL,
+	// pruning, kubectl delete).
+	JobCreationTimestamp metav1.Time `json:"jobCreationTimestamp"`
+}
+
+// WorkloadInitialization reports the Cluster API v1beta2 initialization of
+// an infrastructure object.
+type WorkloadInitialization struct {
+	// Provisioned is true once an apply Job of this object has succeeded,
+	// and stays true (SPEC T5; Cluster API's
+	// status.initialization.provisioned). Unset before.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
 }
 
 // GetConditions returns the status conditions.

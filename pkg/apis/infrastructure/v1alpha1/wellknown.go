@@ -22,6 +22,14 @@ const (
 	AnnotationJobAction = "captf.io/action"
 	// AnnotationJobReapply numbers a re-apply Job of a generation (SPEC C6).
 	AnnotationJobReapply = "captf.io/reapply"
+	// AnnotationJobAttempt numbers a Job among the Jobs of its object,
+	// action and generation (SPEC T7); absent means attempt 1 (or, on a
+	// re-apply Job created before T7, 1 + its re-apply number).
+	AnnotationJobAttempt = "captf.io/attempt"
+	// AnnotationRetry on a workload object: a new value runs the apply, or
+	// the pending destroy, once more at once, whatever the last outcome
+	// (SPEC T7). On a Job it records the value that Job was started for.
+	AnnotationRetry = "captf.io/retry"
 	// FinalizerDestroy is set on a workload object once it has started an
 	// apply Job, so its deletion runs a destroy Job first (SPEC J8).
 	FinalizerDestroy = "captf.io/destroy"

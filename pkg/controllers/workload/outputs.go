@@ -1,0 +1,171 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/tfstate"
+)
+
+// statePageSize is how many Secrets one page of the LIST of a split
+// state's parts holds: each is at most 1 MiB, so a page bounds the memory
+// a read holds beyond the parts it keeps.
+const statePageSize = 4
+
+// outputsStep publishes the outputs of the state after a successful apply
+// (SPEC T4) and marks the object provisioned (T5). The state is read once
+// per successful apply Job: status.outputsSource records the Job the last
+// read (good or not) followed, and only a newer one reads again, so a
+// steady pass makes no request and a state that failed to read is not read
+// in a loop. The read is uncached (a GET; a labelled LIST only for a state
+// that Terraform split). A failure keeps the last good outputs. An API
+// error is returned (retried with backoff) and records nothing.
+func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return err
+	}
+	j := newestSucceededApply(set)
+	if j == nil {
+		return nil
+	}
+	if w.status.Initialization == nil {
+		w.status.Initialization = &v1alpha1.WorkloadInitialization{}
+	}
+	w.status.Initialization.Provisioned = ptr.To(true)
+	if !needsRead(w.status.OutputsSource, j) {
+		return nil
+	}
+	ns := w.obj.GetNamespace()
+	suffix := jobs.StateSuffix(w.kind.name, w.obj.GetName())
+	secret := ns + "/" + tfstate.SecretName(suffix)
+	out, err := c.readState(ctx, ns, suffix)
+	var encoded []byte
+	if err == nil {
+		encoded, err = out.Encode()
+	}
+	kind := tfstate.KindOf(err)
+	if err != nil && kind == 0 {
+		return fmt.Errorf("reading the Terraform state %s for outputs: %w", secret, err)
+	}
+	w.status.OutputsSource = &v1alpha1.OutputsSource{JobName: j.Name, JobCreationTimestamp: j.CreationTimestamp}
+	now := c.clock.Now()
+	logger := klog.FromContext(ctx).WithValues("secret", secret, "job", j.Name)
+	again := "the state is read again after the next successful apply"
+	switch kind {
+	case 0:
+		w.status.Outputs = &runtime.RawExtension{Raw: encoded}
+		w.status.SensitiveOutputs = out.Sensitive
+		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
+			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)",
+			len(out.Values)+len(out.Sensitive), secret, j.Name, len(out.Sensitive))
+		logger.Info("Read Terraform outputs", "outputs", len(out.Values), "sensitiveOutputs", len(out.Sensitive))
+		return nil
+	case tfstate.KindNotFound:
+		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonStateNotFound,
+			"no state after apply Job %s: %v (does the module keep its state in the kubernetes backend captf configures?); %s", j.Name, err, again)
+	case tfstate.KindOutputsTooLarge:
+		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsTooLarge,
+			"state Secret %s after apply Job %s: %v; the last good outputs stay; mark large outputs sensitive or make them smaller; %s", secret, j.Name, err, again)
+	default:
+		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsReadFailed,
+			"state Secret %s after apply Job %s: %v; the last good outputs stay; %s", secret, j.Name, err, again)
+	}
+	logger.Info("Could not publish Terraform outputs", "problem", kind.String(), "err", err)
+	return nil
+}
+
+// newestSucceededApply returns the newest apply Job of set that succeeded
+// (J7), nil when none did.
+func newestSucceededApply(set jobSet) *batchv1.Job {
+	var found *batchv1.Job
+	for _, j := range set.all {
+		if jobs.ActionOf(j) != v1alpha1.JobActionApply {
+			continue
+		}
+		if out, _ := jobs.Status(j); out != jobs.Succeeded {
+			continue
+		}
+		if found == nil || newer(j, found) {
+			found = j
+		}
+	}
+	return found
+}
+
+// needsRead reports whether j, the newest successful apply Job, is newer
+// than the one the last read followed. A Job created before the recorded
+// one (the newer Job was deleted) reads nothing.
+func needsRead(last *v1alpha1.OutputsSource, j *batchv1.Job) bool {
+	if last == nil {
+		return true
+	}
+	if last.JobName == j.Name {
+		return false
+	}
+	return !j.CreationTimestamp.Before(&last.JobCreationTimestamp)
+}
+
+// readState reads the outputs of the state of suffix in namespace ns,
+// uncached: a GET of the state Secret, and a labelled LIST of its parts
+// when its first chunk is full (a state HashiCorp Terraform split). An
+// error that is not a *tfstate.Error is the API server's.
+func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, error) {
+	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, tfstate.SecretName(suffix), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = tfstate.Assemble(suffix, nil) // KindNotFound, naming the Secret
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	secrets := []corev1.Secret{*s}
+	if tfstate.MaybeSplit(s) {
+		if secrets, err = c.listStateParts(ctx, ns, suffix); err != nil {
+			return nil, err
+		}
+	}
+	compressed, err := tfstate.Assemble(suffix, secrets)
+	if err != nil {
+		return nil, err
+	}
+	return tfstate.Decode(compressed)
+}
+
+// listStateParts lists the Secrets carrying the state labels of suffix,
+// page by page, and keeps only those named as parts of its state, so the
+// memory it holds is bounded by the state's limit plus one page whatever
+// else carries those labels.
+func (c *Controller) listStateParts(ctx context.Context, ns, suffix string) ([]corev1.Secret, error) {
+	wanted := map[string]bool{}
+	for i := 0; i <= tfstate.MaxParts; i++ {
+		wanted[tfstate.PartName(suffix, i)] = true
+	}
+	var parts []corev1.Secret
+	opts := metav1.ListOptions{LabelSelector: tfstate.Selector(suffix).String(), Limit: statePageSize}
+	for {
+		list, err := c.kube.CoreV1().Secrets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			if wanted[list.Items[i].Name] {
+				parts = append(parts, list.Items[i])
+			}
+		}
+		if list.Continue == "" {
+			return parts, nil
+		}
+		opts.Continue = list.Continue
+	}
+}

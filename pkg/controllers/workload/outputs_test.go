@@ -1,0 +1,445 @@
+package workload
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/tfstate"
+)
+
+// sensitiveOutput is the value of a sensitive Terraform output: it never
+// leaves the state Secret (T4, X1). Each test adds it to f.Secrets, so
+// the fixture's X1 scan looks for it in every log line, event, condition
+// and status written.
+const sensitiveOutput = "tf-out-S3NSITIVE-9d1e"
+
+// stateJSON is an applied state with the given outputs (name to JSON
+// value) and one sensitive output, admin_password.
+func stateJSON(outputs map[string]string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"version":4,"terraform_version":"1.12.6","serial":3,"lineage":"l","outputs":{`)
+	b.WriteString(`"admin_password":{"value":"` + sensitiveOutput + `","type":"string","sensitive":true}`)
+	for k, v := range outputs {
+		fmt.Fprintf(&b, `,%q:{"value":%s,"type":"string"}`, k, v)
+	}
+	b.WriteString(`},"resources":[]}`)
+	return []byte(b.String())
+}
+
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, err := w.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return b.Bytes()
+}
+
+// stateSecretOf is kind's object o's state Secret as the kubernetes backend
+// writes it (T2): gzip of the state JSON under key tfstate, its four labels
+// and the encoding annotation.
+func stateSecretOf(kind string, o metav1.Object, name string, data []byte) *corev1.Secret {
+	suffix := jobs.StateSuffix(kind, o.GetName())
+	if name == "" {
+		name = tfstate.SecretName(suffix)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: o.GetNamespace(), Name: name, UID: types.UID("uid-" + name),
+			Labels: map[string]string{"tfstate": "true", "tfstateSecretSuffix": suffix, "tfstateWorkspace": "default",
+				"app.kubernetes.io/managed-by": "terraform"},
+			Annotations: map[string]string{"encoding": "gzip"},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"tfstate": data},
+	}
+}
+
+// putState creates or replaces the state Secret in the fake API server.
+func (f *fixture) putState(s *corev1.Secret) {
+	f.t.Helper()
+	gvr := corev1.SchemeGroupVersion.WithResource("secrets")
+	if _, err := f.Kube.Tracker().Get(gvr, s.Namespace, s.Name); err == nil {
+		require.NoError(f.t, f.Kube.Tracker().Update(gvr, s, s.Namespace))
+		return
+	}
+	require.NoError(f.t, f.Kube.Tracker().Add(s))
+}
+
+// stateCalls counts every call on Secrets other than the source Secret
+// (the state's GETs and LISTs; the fixture's recorder skips lists).
+type stateCalls struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fixture) countStateCalls() *stateCalls {
+	sc := &stateCalls{}
+	f.Kube.PrependReactor("*", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := ""
+		if g, ok := a.(k8stesting.GetAction); ok {
+			name = g.GetName()
+		}
+		if name == sourceName || name == mirrorName || a.GetNamespace() == "" {
+			// Not the state: the source, the mirror, the fixture's catchUp.
+			return false, nil, nil
+		}
+		desc := a.GetVerb() + " " + a.GetNamespace() + "/" + name
+		if l, ok := a.(k8stesting.ListAction); ok {
+			desc += " " + l.GetListRestrictions().Labels.String()
+		}
+		sc.mu.Lock()
+		sc.calls = append(sc.calls, desc)
+		sc.mu.Unlock()
+		return false, nil, nil
+	})
+	return sc
+}
+
+func (sc *stateCalls) take() []string {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	out := sc.calls
+	sc.calls = nil
+	return out
+}
+
+// applied seeds kind's object at generation gen with the finalizer, its
+// identity, source and mirror, and a succeeded apply Job per generation
+// 1..gen.
+func (f *fixture) applied(kind string, gen int64) metav1.Object {
+	f.t.Helper()
+	obj := workloadOf(kind, "obj", withFinalizer, generation(gen))
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)))
+	for g := int64(1); g <= gen; g++ {
+		f.seed(newJob(kind, obj, v1alpha1.JobActionApply, g, jobSucceeded))
+	}
+	return obj
+}
+
+// newGeneration bumps the object to gen, with a succeeded apply Job of it
+// (outcome), and lets the caches catch up.
+func (f *fixture) newGeneration(kind string, obj metav1.Object, gen int64, outcome jobOutcome) {
+	f.t.Helper()
+	gvr := v1alpha1.SchemeGroupVersion.WithResource(resourceOf(kind))
+	stored, err := f.Captf.Tracker().Get(gvr, testNS, obj.GetName())
+	require.NoError(f.t, err)
+	m := stored.(metav1.Object)
+	m.SetGeneration(gen)
+	require.NoError(f.t, f.Captf.Tracker().Update(gvr, stored, testNS))
+	require.NoError(f.t, f.Kube.Tracker().Add(newJob(kind, obj, v1alpha1.JobActionApply, gen, outcome)))
+	f.catchUp()
+}
+
+func outputsOf(st *v1alpha1.WorkloadStatus) string {
+	if st.Outputs == nil {
+		return ""
+	}
+	return string(st.Outputs.Raw)
+}
+
+// T4, T5: after a successful apply the state is read once, uncached (one
+// GET of the state Secret), the non-sensitive outputs and the sensitive
+// names are published, and the object is provisioned; a steady pass then
+// makes no request at all. Every kind, with its own state suffix.
+func TestOutputsReadOncePerSuccessfulApply(t *testing.T) {
+	for _, kind := range []string{v1alpha1.KindTerraformCluster, v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
+		t.Run(kind, func(t *testing.T) {
+			f := newFixture(t)
+			f.Secrets = append(f.Secrets, sensitiveOutput)
+			obj := f.applied(kind, 1)
+			state := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{
+				"provider_id": `"fake://m-1"`, "endpoint": `{"port": 6443, "host": "10.0.0.1"}`,
+			})))
+			require.Equal(t, jobs.StateSecretName(jobs.StateSuffix(kind, "obj")), state.Name, "T2's name")
+			f.putState(state)
+			calls := f.countStateCalls()
+			f.catchUp()
+
+			require.NoError(t, f.sync(kind, "obj"))
+
+			require.Equal(t, []string{"get " + testNS + "/" + state.Name}, calls.take(), "one uncached GET of the state")
+			st := f.lastStatus()
+			c := requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+			require.Contains(t, c.Message, state.Name)
+			require.Equal(t, `{"endpoint":{"host":"10.0.0.1","port":6443},"provider_id":"fake://m-1"}`, outputsOf(st))
+			require.Equal(t, []string{"admin_password"}, st.SensitiveOutputs)
+			require.NotNil(t, st.Initialization)
+			require.Equal(t, true, *st.Initialization.Provisioned)
+			wantJob := jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 1)
+			require.Equal(t, wantJob, st.OutputsSource.JobName)
+			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
+
+			// Steady passes: nothing read, nothing written.
+			f.catchUp()
+			for i := 0; i < 3; i++ {
+				f.Clock.Step(syncPeriod)
+				require.NoError(t, f.sync(kind, "obj"))
+			}
+			require.Empty(t, calls.take(), "a steady pass reads no state")
+			require.Empty(t, f.writes())
+		})
+	}
+}
+
+// T4: each failure has its reason, keeps the last good outputs, and is
+// not read again in a loop; the next successful apply reads again. T5:
+// provisioned stays true throughout.
+func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
+	over := `"` + strings.Repeat("x", 33<<10) + `"`
+	bomb := func(t *testing.T) []byte {
+		var b bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		zeros := make([]byte, 1<<20)
+		for i := 0; i < 20; i++ {
+			_, _ = w.Write(zeros)
+		}
+		require.NoError(t, w.Close())
+		return b.Bytes()
+	}
+	tests := []struct {
+		name   string
+		state  func(t *testing.T, s *corev1.Secret) *corev1.Secret // nil: no Secret
+		reason v1alpha1.ConditionReason
+	}{
+		{"no state Secret", func(*testing.T, *corev1.Secret) *corev1.Secret { return nil }, v1alpha1.ReasonStateNotFound},
+		{"no tfstate key", func(_ *testing.T, s *corev1.Secret) *corev1.Secret { s.Data = nil; return s }, v1alpha1.ReasonStateNotFound},
+		{"not gzip", func(_ *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = stateJSON(nil)
+			return s
+		}, v1alpha1.ReasonOutputsReadFailed},
+		{"not JSON", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = gzipped(t, []byte("password = "+sensitiveOutput))
+			return s
+		}, v1alpha1.ReasonOutputsReadFailed},
+		{"encrypted", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = gzipped(t, []byte(`{"meta":{},"encrypted_data":"AAAA","encryption_version":"v0"}`))
+			return s
+		}, v1alpha1.ReasonOutputsReadFailed},
+		{"decompression bomb", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = bomb(t)
+			return s
+		}, v1alpha1.ReasonOutputsReadFailed},
+		{"outputs over 32 KiB", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = gzipped(t, stateJSON(map[string]string{"blob": over}))
+			return s
+		}, v1alpha1.ReasonOutputsTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			const kind = v1alpha1.KindTerraformCluster
+			f := newFixture(t)
+			f.Secrets = append(f.Secrets, sensitiveOutput)
+			obj := f.applied(kind, 1)
+			good := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-1"`})))
+			f.putState(good)
+			calls := f.countStateCalls()
+			f.catchUp()
+			require.NoError(t, f.sync(kind, "obj"))
+			requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+			calls.take()
+
+			// The state goes bad; a new apply succeeds.
+			bad := tc.state(t, good.DeepCopy())
+			if bad == nil {
+				require.NoError(t, f.Kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, good.Name))
+			} else {
+				f.putState(bad)
+			}
+			f.newGeneration(kind, obj, 2, jobSucceeded)
+			require.NoError(t, f.sync(kind, "obj"))
+
+			require.Len(t, calls.take(), 1, "one read after the new apply")
+			st := f.lastStatus()
+			c := requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, tc.reason)
+			require.Contains(t, c.Message, "after the next successful apply")
+			require.Equal(t, `{"id":"net-1"}`, outputsOf(st), "the last good outputs stay")
+			require.Equal(t, []string{"admin_password"}, st.SensitiveOutputs)
+			require.True(t, *st.Initialization.Provisioned)
+			require.Equal(t, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2), st.OutputsSource.JobName)
+
+			// Not read again in a loop.
+			f.catchUp()
+			for i := 0; i < 3; i++ {
+				f.Clock.Step(syncPeriod)
+				require.NoError(t, f.sync(kind, "obj"))
+			}
+			require.Empty(t, calls.take(), "a failed state is not read again on a steady pass")
+			require.Empty(t, f.writes())
+
+			// The next successful apply reads the repaired state.
+			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-3"`}))))
+			f.newGeneration(kind, obj, 3, jobSucceeded)
+			require.NoError(t, f.sync(kind, "obj"))
+			require.Len(t, calls.take(), 1)
+			st = f.lastStatus()
+			requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+			require.Equal(t, `{"id":"net-3"}`, outputsOf(st))
+		})
+	}
+}
+
+// T4: only a successful apply reads the state; T5: only it provisions.
+func TestOutputsNotReadWithoutSuccessfulApply(t *testing.T) {
+	for name, outcome := range map[string]jobOutcome{"running": jobRunning, "failed": jobFailed, "deadline": jobDeadlineExceeded} {
+		t.Run(name, func(t *testing.T) {
+			const kind = v1alpha1.KindTerraformCluster
+			f := newFixture(t)
+			obj := workloadOf(kind, "obj", withFinalizer)
+			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+				newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
+				newJob(kind, obj, v1alpha1.JobActionApply, 1, outcome))
+			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(nil))))
+			calls := f.countStateCalls()
+			f.catchUp()
+
+			require.NoError(t, f.sync(kind, "obj"))
+
+			require.Empty(t, calls.take())
+			st := f.lastStatus()
+			require.Nil(t, st.Initialization)
+			require.Nil(t, st.Outputs)
+			require.Nil(t, st.OutputsSource)
+			for _, c := range st.Conditions {
+				require.NotEqual(t, string(v1alpha1.ConditionOutputsAvailable), c.Type)
+			}
+		})
+	}
+}
+
+// T5: provisioned stays true after a later apply fails and after every
+// Job is gone (a TTL, pruning); T4: an older successful Job left after the
+// newer one was deleted reads nothing.
+func TestOutputsProvisionedStaysTrue(t *testing.T) {
+	const kind = v1alpha1.KindTerraformCluster
+	f := newFixture(t)
+	obj := f.applied(kind, 2)
+	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`}))))
+	calls := f.countStateCalls()
+	f.catchUp()
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Len(t, calls.take(), 1)
+	require.Equal(t, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2), f.lastStatus().OutputsSource.JobName, "the newest successful apply")
+	f.catchUp()
+
+	// The generation-2 Job is deleted: generation 1's is older than the
+	// one read, so nothing is read.
+	jobsGVR := batchJobs()
+	require.NoError(t, f.Kube.Tracker().Delete(jobsGVR, testNS, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2)))
+	f.catchUp()
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Empty(t, calls.take())
+
+	// A failed apply of generation 3, then every Job gone.
+	f.newGeneration(kind, obj, 3, jobFailed)
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Empty(t, calls.take())
+	for _, g := range []int64{1, 3} {
+		require.NoError(t, f.Kube.Tracker().Delete(jobsGVR, testNS, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, g)))
+	}
+	f.catchUp()
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Empty(t, calls.take())
+	for _, st := range f.statusWrites() {
+		require.True(t, *st.Initialization.Provisioned, "never turned false")
+		require.Equal(t, `{"id":"a"}`, outputsOf(st))
+	}
+	stored, err := f.Captf.InfrastructureV1alpha1().TerraformClusters(testNS).Get(f.Ctx, "obj", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.True(t, *stored.Status.Initialization.Provisioned)
+}
+
+// An API error reading the state records nothing and is retried (the
+// sync returns it); the retry reads and publishes.
+func TestOutputsAPIErrorIsRetried(t *testing.T) {
+	const kind = v1alpha1.KindTerraformCluster
+	f := newFixture(t)
+	obj := f.applied(kind, 1)
+	state := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`})))
+	f.putState(state)
+	f.catchUp()
+	fail := true
+	f.prependKubeReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if fail && a.(k8stesting.GetAction).GetName() == state.Name {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
+		}
+		return false, nil, nil
+	})
+
+	err := f.sync(kind, "obj")
+	require.ErrorContains(t, err, "etcd is sad")
+	st := f.lastStatus()
+	require.Nil(t, st.OutputsSource, "nothing recorded: the read is retried")
+	require.True(t, *st.Initialization.Provisioned)
+
+	fail = false
+	f.catchUp()
+	require.NoError(t, f.sync(kind, "obj"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+}
+
+// T4, split state: a first chunk of exactly tfstate.ChunkSize bytes makes
+// the manager LIST the parts by the backend's labels (not by name), and
+// reassemble them in order; a Secret with the labels but another name is
+// ignored.
+func TestOutputsSplitState(t *testing.T) {
+	const kind = v1alpha1.KindTerraformMachine
+	f := newFixture(t)
+	f.Secrets = append(f.Secrets, sensitiveOutput)
+	obj := f.applied(kind, 1)
+	// Incompressible padding so the gzip spans three chunks.
+	pad := make([]byte, 0, 4<<20)
+	for x := uint32(1); len(pad) < cap(pad); x = x*1664525 + 1013904223 {
+		pad = append(pad, "abcdefghijklmnopqrstuvwxyz0123456789"[x>>24%36])
+	}
+	state := stateJSON(map[string]string{"id": `"net-1"`})
+	state = append(state[:len(state)-1], []byte(`,"padding":"`+string(pad)+`"}`)...)
+	compressed := gzipped(t, state)
+	require.Greater(t, len(compressed), 2*tfstate.ChunkSize)
+	suffix := jobs.StateSuffix(kind, "obj")
+	for i := 0; len(compressed) > 0; i++ {
+		n := min(tfstate.ChunkSize, len(compressed))
+		f.putState(stateSecretOf(kind, obj, tfstate.PartName(suffix, i), compressed[:n]))
+		compressed = compressed[n:]
+	}
+	f.putState(stateSecretOf(kind, obj, "decoy", []byte("not a part")))
+	calls := f.countStateCalls()
+	f.catchUp()
+
+	require.NoError(t, f.sync(kind, "obj"))
+
+	require.Equal(t, []string{
+		"get " + testNS + "/" + tfstate.SecretName(suffix),
+		"list " + testNS + "/ tfstate=true,tfstateSecretSuffix=" + suffix + ",tfstateWorkspace=default",
+	}, calls.take())
+	st := f.lastStatus()
+	requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	require.Equal(t, `{"id":"net-1"}`, outputsOf(st))
+	require.Equal(t, []string{"admin_password"}, st.SensitiveOutputs)
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), sensitiveOutput)
+}
+
+func batchJobs() schema.GroupVersionResource {
+	return batchv1.SchemeGroupVersion.WithResource("jobs")
+}

@@ -1,0 +1,303 @@
+package workload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+)
+
+// SPEC T7: outcomes are recorded in status (lastApply, lastDestroy), failed
+// runs are retried with backoff, captf.io/retry runs once more, and finished
+// Jobs are pruned.
+const (
+	// retryBackoffBase is the wait after a first failed attempt; each
+	// further failed attempt of the same generation doubles it.
+	retryBackoffBase = time.Minute
+	// retryBackoffMax caps the wait.
+	retryBackoffMax = 30 * time.Minute
+	// keepFinished is how many succeeded, and how many failed, finished
+	// Jobs of one object and action pruning keeps.
+	keepFinished = 3
+	// maxRetryToken is the longest captf.io/retry value kept as it is in
+	// status.observedRetry and on the Job; a longer one is kept as a hash.
+	maxRetryToken = 128
+	// maxRecordedHash is the longest source hash a record keeps (the
+	// schema's bound).
+	maxRecordedHash = 128
+)
+
+// retryBackoff returns how long after the failure of attempt n (from 1)
+// the next attempt starts: 1m, 2m, 4m, ... at most 30m (T7).
+func retryBackoff(attempt int32) time.Duration {
+	d := retryBackoffBase
+	for i := int32(1); i < attempt && d < retryBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, retryBackoffMax)
+}
+
+// runPlan says which Job to start.
+type runPlan struct {
+	// attempt numbers the Job among its action's and generation's (T7).
+	attempt int
+	// reapply numbers a re-apply on rotation (C6); 0 otherwise.
+	reapply int
+	// retry is the captf.io/retry token the Job acts on, "" when none.
+	retry string
+}
+
+// recordOf returns the record of a finished Job; nil while it runs. A Job
+// whose finish the Job controller did not time is taken to have finished
+// now.
+func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
+	if !jobs.Finished(j) {
+		return nil
+	}
+	out, _ := jobs.Status(j)
+	outcome := v1alpha1.RunFailed
+	switch out {
+	case jobs.Succeeded:
+		outcome = v1alpha1.RunSucceeded
+	case jobs.DeadlineExceeded:
+		outcome = v1alpha1.RunDeadlineExceeded
+	}
+	finish, ok := jobs.FinishTime(j)
+	if !ok {
+		finish = now
+	}
+	gen, _ := jobs.GenerationOf(j)
+	hash := jobs.SourceHashOf(j)
+	if len(hash) > maxRecordedHash {
+		// Not a hash the manager wrote (M4: 64 hex characters); the
+		// schema would refuse it.
+		hash = ""
+	}
+	return &v1alpha1.RunRecord{
+		Generation: gen,
+		SourceHash: hash,
+		JobName:    j.Name,
+		Outcome:    outcome,
+		FinishTime: metav1.NewTime(finish.UTC().Truncate(time.Second)),
+		Attempt:    int32(jobs.AttemptOf(j)),
+	}
+}
+
+// newerRecord orders records by generation, then attempt, then finish
+// time, then Job name.
+func newerRecord(a, b *v1alpha1.RunRecord) bool {
+	switch {
+	case b == nil:
+		return true
+	case a.Generation != b.Generation:
+		return a.Generation > b.Generation
+	case a.Attempt != b.Attempt:
+		return a.Attempt > b.Attempt
+	case !a.FinishTime.Equal(&b.FinishTime):
+		return b.FinishTime.Before(&a.FinishTime)
+	}
+	return a.JobName > b.JobName
+}
+
+// recordSlot returns the status field that records action's newest
+// finished Job.
+func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
+	if action == v1alpha1.JobActionDestroy {
+		return &w.status.LastDestroy
+	}
+	return &w.status.LastApply
+}
+
+// recordRuns records in status the newest finished Job of action in set,
+// when it is newer than the record (T7), and returns the record. The
+// record, not the Job, is what later passes decide from, so a finished
+// Job that disappears never runs again. A Job already recorded is never
+// recorded again (its finish time, when taken from the clock, would
+// change).
+func recordRuns(w *workload, set jobSet, action v1alpha1.JobAction, now time.Time) *v1alpha1.RunRecord {
+	slot := recordSlot(w, action)
+	for _, j := range set.all {
+		if jobs.ActionOf(j) != action || (*slot != nil && (*slot).JobName == j.Name) {
+			continue
+		}
+		if r := recordOf(j, now); r != nil && newerRecord(r, *slot) {
+			*slot = r
+		}
+	}
+	return *slot
+}
+
+// nextAttempt returns the attempt number of the next Job of action for
+// generation gen: one more than any Job of it in set and than its record.
+// The count restarts at 1 with a new generation (T7).
+func nextAttempt(w *workload, set jobSet, action v1alpha1.JobAction, gen int64) int {
+	n := 0
+	for _, j := range set.all {
+		if g, _ := jobs.GenerationOf(j); jobs.ActionOf(j) == action && g == gen {
+			n = max(n, jobs.AttemptOf(j))
+		}
+	}
+	if r := *recordSlot(w, action); r != nil && r.Generation == gen {
+		n = max(n, int(r.Attempt))
+	}
+	return n + 1
+}
+
+// retryToken is how a captf.io/retry value is kept in status and on the
+// Job: as it is, or, when longer than maxRetryToken, as "sha256:" and 32
+// hex characters of its hash, so status stays small.
+func retryToken(v string) string {
+	if len(v) <= maxRetryToken {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:16])
+}
+
+// retryRequested returns the token of the object's captf.io/retry value
+// and whether it is new: not the value last acted on (status.observedRetry)
+// and not the value a Job in set was started for. The latter heals a pass
+// that created the retry Job but failed to write status (T7).
+func retryRequested(w *workload, set jobSet) (token string, isNew bool) {
+	v, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationRetry]
+	if !ok || v == "" {
+		return "", false
+	}
+	token = retryToken(v)
+	if token == w.status.ObservedRetry {
+		return token, false
+	}
+	for _, j := range set.all {
+		if jobs.RetryOf(j) == token {
+			w.status.ObservedRetry = token
+			return token, false
+		}
+	}
+	return token, true
+}
+
+// retryAt returns when the next attempt after the failed rec starts: its
+// finish time plus the backoff of its attempt (T7).
+func retryAt(rec *v1alpha1.RunRecord) time.Time {
+	return rec.FinishTime.Add(retryBackoff(rec.Attempt))
+}
+
+// requeueAt makes the object's key come back at t (the queue runs on the
+// controller's clock), when a backed-off retry is due.
+func (c *Controller) requeueAt(w *workload, t, now time.Time) {
+	c.queues[w.kind.name].AddAfter(w.key(), max(t.Sub(now), 0))
+}
+
+// reportRecord sets ApplyJobSucceeded from a finished run (J7, T7).
+// detail is the Job controller's message when the Job still exists. For a
+// failure, next is when the next attempt starts (zero: not decided here).
+func (c *Controller) reportRecord(w *workload, action v1alpha1.JobAction, rec *v1alpha1.RunRecord, detail string, next, now time.Time) {
+	what := fmt.Sprintf("%s Job %s (generation %d, attempt %d)", action, rec.JobName, rec.Generation, rec.Attempt)
+	if rec.Outcome == v1alpha1.RunSucceeded {
+		reason := v1alpha1.ReasonApplySucceeded
+		if action == v1alpha1.JobActionDestroy {
+			reason = v1alpha1.ReasonDestroySucceeded
+		}
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, reason, "%s succeeded", what)
+		return
+	}
+	if detail != "" {
+		detail = ": " + detail
+	}
+	retry := fmt.Sprintf("set annotation %s to a new value to run it again at once", v1alpha1.AnnotationRetry)
+	if !next.IsZero() {
+		retry = fmt.Sprintf("a new %s Job starts at %s (backoff %s); %s", action, next.UTC().Format(time.RFC3339), retryBackoff(rec.Attempt), retry)
+	}
+	if rec.Outcome == v1alpha1.RunDeadlineExceeded {
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded,
+			"%s ran past spec.jobs.activeDeadlineSeconds%s; %s", what, detail, retry)
+		return
+	}
+	reason := v1alpha1.ReasonApplyFailed
+	if action == v1alpha1.JobActionDestroy {
+		reason = v1alpha1.ReasonDestroyFailed
+	}
+	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason, "%s failed%s; see its logs; %s", what, detail, retry)
+}
+
+// detailOf returns the Job controller's message of the recorded Job when
+// it is still in set, "" otherwise.
+func detailOf(set jobSet, rec *v1alpha1.RunRecord) string {
+	for _, j := range set.all {
+		if j.Name == rec.JobName {
+			_, msg := jobs.Status(j)
+			return msg
+		}
+	}
+	return ""
+}
+
+// prune deletes finished Jobs of the object beyond the newest keepFinished
+// succeeded and keepFinished failed per action (T7), with background
+// propagation so their pods go too. It decides from set, the Job cache,
+// so a pass with nothing to prune makes no request. The newest finished
+// Job of an action is always kept, and decisions come from the status
+// records anyway: a pruned Job never runs again.
+func (c *Controller) prune(ctx context.Context, w *workload, set jobSet) error {
+	type group struct {
+		action    v1alpha1.JobAction
+		succeeded bool
+	}
+	groups := map[group][]*batchv1.Job{}
+	for _, j := range set.all {
+		if !jobs.Finished(j) || j.DeletionTimestamp != nil {
+			continue
+		}
+		out, _ := jobs.Status(j)
+		g := group{jobs.ActionOf(j), out == jobs.Succeeded}
+		groups[g] = append(groups[g], j)
+	}
+	var errs []error
+	for _, js := range groups {
+		if len(js) <= keepFinished {
+			continue
+		}
+		slices.SortFunc(js, func(a, b *batchv1.Job) int {
+			if newer(a, b) {
+				return -1
+			}
+			return 1
+		})
+		for _, j := range js[keepFinished:] {
+			if err := c.deleteJob(ctx, j); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteJob deletes one finished Job (prune), with a UID precondition so
+// a Job re-created under the name is left alone.
+func (c *Controller) deleteJob(ctx context.Context, j *batchv1.Job) error {
+	uid := j.UID
+	err := c.kube.BatchV1().Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+	})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("Pruned finished Job", "job", klog.KObj(j))
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
+	}
+	return fmt.Errorf("pruning Job %s: %w", j.Name, err)
+}

@@ -1,0 +1,272 @@
+package engine
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/tfstate"
+	"github.com/captf/captf/test/integration/framework"
+)
+
+// sensitiveOutputValue is the value of a sensitive Terraform output in the
+// states these tests write: it must never leave the state Secret (T4), and
+// TestX1NoSecretValueAnywhere scans for it at the end (X1).
+const sensitiveOutputValue = "x1-tf-output-S3NSITIVE-51c2"
+
+// backendState is an applied state as OpenTofu writes it, with the given
+// non-sensitive outputs (name to JSON value) and a sensitive one.
+func backendState(outputs map[string]string) []byte {
+	var b strings.Builder
+	b.WriteString(`{"version":4,"terraform_version":"1.12.6","serial":4,"lineage":"6c1d","outputs":{`)
+	b.WriteString(`"admin_password":{"value":"` + sensitiveOutputValue + `","type":"string","sensitive":true}`)
+	for k, v := range outputs {
+		fmt.Fprintf(&b, `,%q:{"value":%s,"type":"string"}`, k, v)
+	}
+	b.WriteString(`},"resources":[],"check_results":null}`)
+	return []byte(b.String())
+}
+
+func gzipOf(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// writeState stores data as the kubernetes backend's Put does: GET the
+// Secret; if missing, CREATE it with the four labels and the encoding
+// annotation and no data; then UPDATE it with data.tfstate (T2; see
+// docs/runtime-environment.md). nil data deletes the Secret.
+func writeState(f *framework.Fixture, ns, suffix, name string, data []byte) {
+	f.T.Helper()
+	secrets := f.Env.Kube.CoreV1().Secrets(ns)
+	if data == nil {
+		if err := secrets.Delete(f.Ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			f.T.Fatal(err)
+		}
+		return
+	}
+	s, err := secrets.Get(f.Ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		s, err = secrets.Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: ns,
+			Labels: map[string]string{tfstate.LabelState: "true", tfstate.LabelSuffix: suffix, tfstate.LabelWorkspace: tfstate.Workspace,
+				tfstate.LabelManagedBy: "terraform"},
+			Annotations: map[string]string{"encoding": "gzip"},
+		}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	s.Data = map[string][]byte{tfstate.DataKey: data}
+	if _, err := secrets.Update(f.Ctx, s, metav1.UpdateOptions{}); err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+// applyJob waits for the cluster's apply Job of generation gen.
+func applyJob(f *framework.Fixture, ns string, gen int64) batchv1.Job {
+	f.T.Helper()
+	var j batchv1.Job
+	f.WaitFor("apply Job of generation "+strconv.FormatInt(gen, 10), func() (bool, string) {
+		for _, x := range f.Jobs(ns, v1alpha1.JobActionApply) {
+			if x.Annotations[v1alpha1.AnnotationJobGeneration] == strconv.FormatInt(gen, 10) {
+				j = x
+				return true, ""
+			}
+		}
+		return false, "not yet"
+	})
+	return j
+}
+
+// waitOutputs waits until the cluster's outputs follow Job j with
+// OutputsAvailable's reason, and returns the cluster.
+func waitOutputs(f *framework.Fixture, ns, name string, j batchv1.Job, status metav1.ConditionStatus, reason v1alpha1.ConditionReason) *v1alpha1.TerraformCluster {
+	f.T.Helper()
+	var c *v1alpha1.TerraformCluster
+	f.WaitFor("outputs after "+j.Name, func() (bool, string) {
+		var err error
+		c, err = f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Get(f.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(c.Status.Conditions, string(v1alpha1.ConditionOutputsAvailable))
+		src := c.Status.OutputsSource
+		return src != nil && src.JobName == j.Name && cond != nil && cond.Status == status && cond.Reason == string(reason),
+			fmt.Sprintf("outputsSource %+v, %s", src, framework.Describe(c.Status.Conditions))
+	})
+	return c
+}
+
+// nextGeneration changes the cluster's variables (a new generation, J1).
+func nextGeneration(f *framework.Fixture, ns, name string, step int) {
+	f.T.Helper()
+	c := f.GetCluster(ns, name)
+	c.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"step":` + strconv.Itoa(step) + `}`)}
+	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, c, metav1.UpdateOptions{}); err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+func outputsJSON(c *v1alpha1.TerraformCluster) string {
+	if c.Status.Outputs == nil {
+		return ""
+	}
+	return string(c.Status.Outputs.Raw)
+}
+
+// TestOutputsFromKubernetesBackendState proves T4 and T5 on the real API
+// server, with the state Secret in the kubernetes backend's own format:
+// after each successful apply the manager (with the shipped RBAC, X2)
+// publishes the non-sensitive outputs and the sensitive names, marks the
+// cluster provisioned, and on every kind of bad state reports the reason
+// while the last good outputs stay; the next good state is read again.
+func TestOutputsFromKubernetesBackendState(t *testing.T) {
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "outputs", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	c := f.Cluster(ns, "net", id)
+	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	name := tfstate.SecretName(suffix)
+
+	// Generation 1: a good state.
+	j := applyJob(f, ns, 1)
+	good := backendState(map[string]string{
+		"control_plane_endpoint": `{"host": "10.0.0.1", "port": 6443}`,
+		"zones":                  `["a", "b"]`,
+		"html":                   `"<a&b>"`,
+	})
+	writeState(f, ns, suffix, name, gzipOf(t, good))
+	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := waitOutputs(f, ns, c.Name, j, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	const wantOutputs = `{"control_plane_endpoint":{"host":"10.0.0.1","port":6443},"html":"<a&b>","zones":["a","b"]}`
+	var gotMap, wantMap map[string]any
+	if err := json.Unmarshal(got.Status.Outputs.Raw, &gotMap); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(wantOutputs), &wantMap)
+	if fmt.Sprint(gotMap) != fmt.Sprint(wantMap) {
+		t.Errorf("T4: status.outputs %s, want %s", outputsJSON(got), wantOutputs)
+	}
+	if fmt.Sprint(got.Status.SensitiveOutputs) != "[admin_password]" {
+		t.Errorf("T4: status.sensitiveOutputs %v", got.Status.SensitiveOutputs)
+	}
+	if got.Status.Initialization == nil || got.Status.Initialization.Provisioned == nil || !*got.Status.Initialization.Provisioned {
+		t.Errorf("T5: initialization %+v", got.Status.Initialization)
+	}
+	lastGood := outputsJSON(got)
+
+	// Each bad state after a new successful apply.
+	bomb := func() []byte {
+		var b bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		zeros := make([]byte, 1<<20)
+		for i := 0; i < 24; i++ {
+			_, _ = w.Write(zeros)
+		}
+		_ = w.Close()
+		return b.Bytes()
+	}()
+	steps := []struct {
+		what   string
+		data   []byte
+		reason v1alpha1.ConditionReason
+	}{
+		{"not gzip", backendState(nil), v1alpha1.ReasonOutputsReadFailed},
+		{"not JSON", gzipOf(t, []byte("admin_password = "+sensitiveOutputValue)), v1alpha1.ReasonOutputsReadFailed},
+		{"encrypted", gzipOf(t, []byte(`{"meta":{"key_provider.pbkdf2.k":"e30="},"encrypted_data":"AAAA","encryption_version":"v0"}`)), v1alpha1.ReasonOutputsReadFailed},
+		{"decompression bomb (24 MiB from " + strconv.Itoa(len(bomb)) + " bytes)", bomb, v1alpha1.ReasonOutputsReadFailed},
+		{"outputs over 32 KiB", gzipOf(t, backendState(map[string]string{"blob": `"` + strings.Repeat("b", 40<<10) + `"`})), v1alpha1.ReasonOutputsTooLarge},
+		{"no state Secret", nil, v1alpha1.ReasonStateNotFound},
+	}
+	for i, step := range steps {
+		gen := int64(i + 2)
+		nextGeneration(f, ns, c.Name, i+2)
+		j := applyJob(f, ns, gen)
+		writeState(f, ns, suffix, name, step.data)
+		if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
+			t.Fatal(err)
+		}
+		got := waitOutputs(f, ns, c.Name, j, metav1.ConditionFalse, step.reason)
+		cond := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.ConditionOutputsAvailable))
+		t.Logf("%s: %s", step.what, cond.Message)
+		if outputsJSON(got) != lastGood || fmt.Sprint(got.Status.SensitiveOutputs) != "[admin_password]" {
+			t.Errorf("T4 %s: the last good outputs must stay: %s %v", step.what, outputsJSON(got), got.Status.SensitiveOutputs)
+		}
+		if !*got.Status.Initialization.Provisioned {
+			t.Errorf("T5 %s: provisioned must stay true", step.what)
+		}
+	}
+
+	// A good state again after the next apply.
+	gen := int64(len(steps) + 2)
+	nextGeneration(f, ns, c.Name, int(gen))
+	j = applyJob(f, ns, gen)
+	writeState(f, ns, suffix, name, gzipOf(t, backendState(map[string]string{"id": `"net-2"`})))
+	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
+		t.Fatal(err)
+	}
+	got = waitOutputs(f, ns, c.Name, j, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	if outputsJSON(got) != `{"id":"net-2"}` {
+		t.Errorf("T4: outputs after a good state again: %s", outputsJSON(got))
+	}
+}
+
+// TestOutputsSplitState: a state HashiCorp Terraform split into 1 MiB
+// parts (tfstate-default-<suffix>, -part-1, -part-2, every one with the
+// backend's labels) is listed by those labels and reassembled. The API
+// server accepts a part of exactly 1 MiB, so the split format is real.
+func TestOutputsSplitState(t *testing.T) {
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "outputs-split", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	c := f.Cluster(ns, "big", id)
+	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	j := applyJob(f, ns, 1)
+
+	pad := make([]byte, 0, 4<<20)
+	for x := uint32(7); len(pad) < cap(pad); x = x*1664525 + 1013904223 {
+		pad = append(pad, "abcdefghijklmnopqrstuvwxyz0123456789"[x>>24%36])
+	}
+	state := backendState(map[string]string{"id": `"big-1"`})
+	state = append(state[:len(state)-1], []byte(`,"padding":"`+string(pad)+`"}`)...)
+	compressed := gzipOf(t, state)
+	if len(compressed) <= 2*tfstate.ChunkSize {
+		t.Fatalf("the state must span three parts, its gzip is %d bytes", len(compressed))
+	}
+	for i := 0; len(compressed) > 0; i++ {
+		n := min(tfstate.ChunkSize, len(compressed))
+		writeState(f, ns, suffix, tfstate.PartName(suffix, i), compressed[:n])
+		compressed = compressed[n:]
+	}
+	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
+		t.Fatal(err)
+	}
+	got := waitOutputs(f, ns, c.Name, j, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	if outputsJSON(got) != `{"id":"big-1"}` || fmt.Sprint(got.Status.SensitiveOutputs) != "[admin_password]" {
+		t.Errorf("T4 split state: outputs %s, sensitive %v", outputsJSON(got), got.Status.SensitiveOutputs)
+	}
+}
