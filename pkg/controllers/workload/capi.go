@@ -2,12 +2,17 @@ package workload
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
@@ -112,4 +117,130 @@ func truncateForMessage(s string) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// providerFields returns the Cluster API fields (SPEC T5) the outputs set
+// on obj: only fields still unset, only from valid outputs. It changes
+// obj and reports whether it did. A sensitive output is not in outputs
+// (T4), so it never reaches the spec.
+func providerFields(obj runtime.Object, outputs map[string]json.RawMessage) bool {
+	switch o := obj.(type) {
+	case *v1alpha1.TerraformCluster:
+		raw, ok := outputs[outputControlPlaneEndpoint]
+		if !ok || !o.Spec.ControlPlaneEndpoint.IsZero() {
+			return false
+		}
+		ep, err := parseEndpoint(raw)
+		if err != nil {
+			return false
+		}
+		o.Spec.ControlPlaneEndpoint = ep
+	case *v1alpha1.TerraformMachine:
+		raw, ok := outputs[outputProviderID]
+		if !ok || o.Spec.ProviderID != "" {
+			return false
+		}
+		id, err := parseProviderID(raw)
+		if err != nil {
+			return false
+		}
+		o.Spec.ProviderID = id
+	case *v1alpha1.TerraformMachinePool:
+		raw, ok := outputs[outputProviderIDList]
+		if !ok || len(o.Spec.ProviderIDList) > 0 {
+			return false
+		}
+		l, err := parseProviderIDList(raw)
+		if err != nil || len(l) == 0 {
+			return false
+		}
+		o.Spec.ProviderIDList = l
+	default:
+		return false
+	}
+	return true
+}
+
+// providerOutputProblem checks the output of kind's Cluster API field
+// (SPEC T5), when the module declares it; "" when it is absent or valid.
+// The outputs step reports it once per read, in OutputsAvailable.
+func providerOutputProblem(kind string, outputs map[string]json.RawMessage) string {
+	var err error
+	var field string
+	switch kind {
+	case v1alpha1.KindTerraformCluster:
+		if raw, ok := outputs[outputControlPlaneEndpoint]; ok {
+			field = "spec.controlPlaneEndpoint"
+			_, err = parseEndpoint(raw)
+		}
+	case v1alpha1.KindTerraformMachine:
+		if raw, ok := outputs[outputProviderID]; ok {
+			field = "spec.providerID"
+			_, err = parseProviderID(raw)
+		}
+	case v1alpha1.KindTerraformMachinePool:
+		if raw, ok := outputs[outputProviderIDList]; ok {
+			field = "spec.providerIDList"
+			_, err = parseProviderIDList(raw)
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	return fmt.Sprintf("%v, so it does not set %s", err, field)
+}
+
+// coversGeneration reports whether rec, the newest finished apply, covers
+// the object's generation: it is of that generation, or it succeeded for
+// the generation before and the manager's own write of the Cluster API
+// fields made this one (T5: not a new generation to apply, J1).
+func coversGeneration(w *workload, rec *v1alpha1.RunRecord) bool {
+	if rec == nil {
+		return false
+	}
+	gen := w.obj.GetGeneration()
+	if rec.Generation == gen {
+		return true
+	}
+	return rec.Outcome == v1alpha1.RunSucceeded && rec.Generation == gen-1 &&
+		w.obj.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration] == strconv.FormatInt(gen, 10)
+}
+
+// providerFieldsStep sets the Cluster API fields from the published
+// outputs once, while they are unset (SPEC T5): never while paused, never
+// during a deletion (the caller is the normal pass). When the newest apply
+// succeeded and covers the generation, the same update names the
+// generation it creates in AnnotationProviderFieldsGeneration, so that
+// generation is not applied again. It returns the object as stored.
+func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*workload, error) {
+	if w.status.Outputs == nil || len(w.status.Outputs.Raw) == 0 || paused(w) {
+		return w, nil
+	}
+	var outputs map[string]json.RawMessage
+	if err := json.Unmarshal(w.status.Outputs.Raw, &outputs); err != nil {
+		return w, nil // not an object: nothing to take from it
+	}
+	carry := w.status.LastApply != nil && w.status.LastApply.Outcome == v1alpha1.RunSucceeded && coversGeneration(w, w.status.LastApply)
+	status, events := w.status.DeepCopy(), w.events
+	if !providerFields(w.robj, outputs) {
+		return w, nil
+	}
+	if carry {
+		ann := maps.Clone(w.obj.GetAnnotations())
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[v1alpha1.AnnotationProviderFieldsGeneration] = strconv.FormatInt(w.obj.GetGeneration()+1, 10)
+		w.obj.SetAnnotations(ann)
+	}
+	stored, err := w.kind.update(ctx, w)
+	if err != nil {
+		return w, fmt.Errorf("setting the Cluster API fields from the outputs: %w", err)
+	}
+	klog.FromContext(ctx).Info("Set the Cluster API fields from the outputs", "generation", stored.obj.GetGeneration())
+	// The stored object carries the status as it was before this pass;
+	// keep what this pass computed.
+	*stored.status = *status
+	stored.events = events
+	return stored, nil
 }
