@@ -135,7 +135,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		}
 		return false, runPlan{}
 	}
-	done := rec != nil && rec.Generation == gen
+	done := coversGeneration(w, rec) // T5: the manager's own field write is not a new generation
 	plan := runPlan{attempt: nextAttempt(w, set, v1alpha1.JobActionApply, gen)}
 	if retryNew {
 		plan.retry = retry
@@ -194,7 +194,7 @@ func reapplyNumber(w *workload, set jobSet, rec *v1alpha1.RunRecord, creds crede
 		return 0
 	}
 	gen := w.obj.GetGeneration()
-	if rec == nil || rec.Generation != gen || rec.SourceHash == "" || rec.SourceHash == creds.hash {
+	if !coversGeneration(w, rec) || rec.SourceHash == "" || rec.SourceHash == creds.hash {
 		return 0
 	}
 	// Number after the highest so far: a deleted earlier Job must not make

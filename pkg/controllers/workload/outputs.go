@@ -66,9 +66,13 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	case 0:
 		w.status.Outputs = &runtime.RawExtension{Raw: encoded}
 		w.status.SensitiveOutputs = out.Sensitive
+		problem := ""
+		if p := providerOutputProblem(w.kind.name, out.Values); p != "" {
+			problem = "; " + p // T5: reported once per read
+		}
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
-			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)",
-			len(out.Values)+len(out.Sensitive), secret, j.Name, len(out.Sensitive))
+			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)%s",
+			len(out.Values)+len(out.Sensitive), secret, j.Name, len(out.Sensitive), problem)
 		logger.Info("Read Terraform outputs", "outputs", len(out.Values), "sensitiveOutputs", len(out.Sensitive))
 		return nil
 	case tfstate.KindNotFound:

@@ -67,8 +67,9 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 
 // syncNormal is the pass of a non-deleting object: the credential step on
 // every pass (M6), then the apply Job (J1), then the outputs of a new
-// successful apply (T4, outputs.go). It returns the object as stored when
-// it had to update it (the finalizer).
+// successful apply (T4, outputs.go), then the Cluster API fields from them
+// (T5, capi.go). It returns the object as stored when it had to update it
+// (the finalizer, the Cluster API fields).
 func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, error) {
 	creds, err := c.credentialStep(ctx, w)
 	if err != nil {
@@ -77,7 +78,10 @@ func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, er
 	if w, err = c.applyStep(ctx, w, creds); err != nil {
 		return w, err
 	}
-	return w, c.outputsStep(ctx, w)
+	if err := c.outputsStep(ctx, w); err != nil {
+		return w, err
+	}
+	return c.providerFieldsStep(ctx, w)
 }
 
 // release ends a deletion (V3): the object's owner references leave its

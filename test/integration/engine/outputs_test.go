@@ -153,7 +153,7 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 	// Generation 1: a good state.
 	j := applyJob(f, ns, 1)
 	good := backendState(map[string]string{
-		"control_plane_endpoint": `{"host": "10.0.0.1", "port": 6443}`,
+		"endpoint": `{"host": "10.0.0.1", "port": 6443}`,
 		"zones":                  `["a", "b"]`,
 		"html":                   `"<a&b>"`,
 	})
@@ -162,7 +162,7 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitOutputs(f, ns, c.Name, j, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
-	const wantOutputs = `{"control_plane_endpoint":{"host":"10.0.0.1","port":6443},"html":"<a&b>","zones":["a","b"]}`
+	const wantOutputs = `{"endpoint":{"host":"10.0.0.1","port":6443},"html":"<a&b>","zones":["a","b"]}`
 	var gotMap, wantMap map[string]any
 	if err := json.Unmarshal(got.Status.Outputs.Raw, &gotMap); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,13 @@ const (
 	// AnnotationAbandonInfrastructure, set to the object's UID, releases a
 	// deletion without a destroy Job (SPEC V2).
 	AnnotationAbandonInfrastructure = "captf.io/abandon-infrastructure"
+	// AnnotationProviderFieldsGeneration is set by the manager, in the same
+	// update, when it writes the Cluster API fields from the outputs (SPEC
+	// T5): its value is the generation that write creates, whose spec
+	// differs from the applied one only by those fields, so it is not a
+	// new generation to apply (J1). A later spec change makes a generation
+	// it does not name.
+	AnnotationProviderFieldsGeneration = "captf.io/provider-fields-generation"
 	// AnnotationJobGeneration records on a Job the object generation it was
 	// created for.
 	AnnotationJobGeneration = "captf.io/generation"
