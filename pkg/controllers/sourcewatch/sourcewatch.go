@@ -293,6 +293,7 @@ func (c *Controller) usersOf(w *sourceWatch) []string {
 // watch whose cache holds the reduced copy only (B1).
 func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 	key := w.key
+	logger := klog.FromContext(c.ctx)
 	selector := fields.OneTermEqualSelector("metadata.name", key.Name).String()
 	secrets := c.client.CoreV1().Secrets(key.Namespace)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -323,7 +324,7 @@ func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 			return
 		}
 		metrics.SourceChanges.Inc()
-		klog.Background().V(2).Info("Source Secret changed; enqueueing its identities' users", "secret", klog.KRef(key.Namespace, key.Name), "change", why, "identities", len(users))
+		logger.V(2).Info("Source Secret changed; enqueueing its identities' users", "secret", klog.KRef(key.Namespace, key.Name), "change", why, "identities", len(users))
 		for _, id := range users {
 			c.handlers.OnChange(id)
 		}
