@@ -97,7 +97,8 @@ type Controller struct {
 	startedUp bool
 	wg        sync.WaitGroup
 
-	// handled, when set (tests), is called after a watch handled an event.
+	// handled, when set (tests), is called after a watch handled an event
+	// of its Secret.
 	handled func(src types.NamespacedName)
 }
 
@@ -329,21 +330,24 @@ func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 			c.handlers.OnChange(id)
 		}
 	}
-	done := func() {
+	done := func(event string) {
+		logger.V(5).Info("Source Secret event", "secret", klog.KRef(key.Namespace, key.Name), "event", event)
 		if c.handled != nil {
 			c.handled(key)
 		}
 	}
+	// ours filters what the field selector should have (a fake clientset
+	// ignores it).
 	ours := func(obj interface{}) (*corev1.Secret, bool) {
 		s, ok := loop.Unwrap(obj).(*corev1.Secret)
 		return s, ok && s.Name == key.Name && s.Namespace == key.Namespace
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj interface{}, initial bool) {
-			defer done()
 			if _, ok := ours(obj); !ok {
 				return
 			}
+			defer done("add")
 			if !initial {
 				changed("created")
 				return
@@ -355,12 +359,12 @@ func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 			}
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
-			defer done()
 			o, ok1 := ours(oldObj)
 			n, ok2 := ours(newObj)
 			if !ok1 || !ok2 {
 				return
 			}
+			defer done("update")
 			switch {
 			case o.UID != n.UID:
 				// Deleted and recreated while the watch was down.
@@ -370,8 +374,8 @@ func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
-			defer done()
 			if _, ok := ours(obj); ok {
+				defer done("delete")
 				changed("deleted")
 			}
 		},

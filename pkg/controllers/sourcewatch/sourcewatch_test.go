@@ -224,43 +224,68 @@ func TestWatchesFollowIdentities(t *testing.T) {
 	require.Equal(t, 0.0, gauge(t))
 }
 
+// controlWatch makes the watch of ns/name (after its list, served by the
+// fake's tracker) a FakeWatcher the test drives, so events are exactly the
+// ones it sends.
+func (h *harness) controlWatch(ns, name string) *watch.FakeWatcher {
+	fw := watch.NewFakeWithChanSize(10, false)
+	h.kube.PrependWatchReactor("secrets", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w := a.(k8stesting.WatchAction)
+		sel := w.GetWatchRestrictions().Fields
+		if w.GetNamespace() == ns && sel != nil && sel.String() == "metadata.name="+name {
+			return true, fw, nil
+		}
+		return false, nil, nil
+	})
+	return fw
+}
+
 // P2: the initial list is a baseline (no user enqueued); a data change
 // enqueues every identity naming the source, once; a metadata-only change
 // or a no-op update enqueues nothing.
 func TestDataChangeEnqueuesEveryIdentityOfTheSource(t *testing.T) {
 	h := newHarness(t, false, secret("creds", "cloud", "v1"), secret("creds", "other", "v1"))
+	fw := h.controlWatch("creds", "cloud")
 	h.setIdentity(identity("one", "creds", "cloud"))
 	h.setIdentity(identity("two", "creds", "cloud"))
 	h.setIdentity(identity("three", "creds", "other"))
 	h.waitSynced("creds", "cloud")
 	h.waitSynced("creds", "other")
 
-	// Metadata only, then a no-op update: nothing. Then data: both
-	// identities of that source. One watch delivers in order, so when the
-	// data change has arrived the others have been handled.
-	s := h.get("creds", "cloud")
+	// Metadata only, then a no-op update: nothing.
+	s := secret("creds", "cloud", "v1")
 	s.Labels = map[string]string{"team": "a"}
 	s.Annotations = map[string]string{"note": "x"}
-	h.update(s)
-	h.update(h.get("creds", "cloud"))
+	fw.Modify(s.DeepCopy())
+	fw.Modify(s.DeepCopy())
 	h.waitEvents("creds", "cloud", 3) // the initial add and the two updates
 	ch, _ := h.calls.get()
 	require.Empty(t, ch, "the initial list, a metadata-only change and a no-op update enqueue nothing")
-	s = h.get("creds", "cloud")
+
+	// Data: both identities of that source, once.
 	s.Data = map[string][]byte{"KEY": []byte("v2")}
-	h.update(s)
-	require.Equal(t, []string{"one", "two"}, h.waitChanges(2))
+	fw.Modify(s.DeepCopy())
+	h.waitEvents("creds", "cloud", 4)
+	ch, _ = h.calls.get()
+	require.Equal(t, []string{"one", "two"}, ch)
 
 	// A change to the consent annotation (C1) counts: it decides whether
 	// the source may be used.
-	s = h.get("creds", "cloud")
 	s.Annotations[v1alpha1.AnnotationCredentialIdentities] = "one"
-	h.update(s)
+	fw.Modify(s.DeepCopy())
 	h.waitEvents("creds", "cloud", 5)
-	h.waitEvents("creds", "other", 1)
 	ch, bl := h.calls.get()
 	require.Equal(t, []string{"one", "one", "two", "two"}, ch, "'three' names a source that did not change")
 	require.Empty(t, bl, "watches of the start-up set report no baseline")
+
+	// Deleted and recreated while the watch was down (seen on a relist as
+	// an update with another UID), with the same data: a change.
+	r := s.DeepCopy()
+	r.UID = "recreated"
+	fw.Modify(r)
+	h.waitEvents("creds", "cloud", 6)
+	ch, _ = h.calls.get()
+	require.Len(t, ch, 6)
 }
 
 // P2: a deleted source is a change (users learn SecretNotFound), and so is
@@ -305,7 +330,6 @@ func TestSwitchedIdentityIgnoresItsOldSource(t *testing.T) {
 	s.Data = map[string][]byte{"KEY": []byte("v2")}
 	h.update(s)
 	require.Equal(t, []string{"one"}, h.waitChanges(1))
-	h.waitEvents("creds", "new", 2)
 	// The old watch is stopped: nothing of it is delivered, whatever the
 	// order of the two watches.
 	require.Equal(t, map[types.NamespacedName]int{{Namespace: "creds", Name: "new"}: 1}, h.c.Sources())
