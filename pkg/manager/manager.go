@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +38,7 @@ import (
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/source"
+	"github.com/captf/captf/pkg/controllers/sourcewatch"
 	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
@@ -111,7 +113,39 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		return nil, err
 	}
 	tracker.OnChange = identities.Enqueue
-	return []Controller{workloads, identities}, nil
+	controllers := []Controller{workloads, identities}
+	if d.Options.WatchSources {
+		sources, err := newSourceWatch(d, workloads, identities)
+		if err != nil {
+			return nil, err
+		}
+		controllers = append(controllers, sources)
+	}
+	return controllers, nil
+}
+
+// newSourceWatch builds the source Secret watches (SPEC P2): a change
+// enqueues the identity's users (found from the workload informers'
+// indexes, as I4 does) and the identity (S2, S4, section 13 status).
+func newSourceWatch(d *Deps, workloads *workload.Controller, identities *identity.Controller) (Controller, error) {
+	captf := d.CaptfInformers.Infrastructure().V1alpha1()
+	resolver, err := index.NewResolver(captf.TerraformClusters(), captf.TerraformMachines(), captf.TerraformMachinePools())
+	if err != nil {
+		return nil, err
+	}
+	return sourcewatch.New(d.Kube, captf.TerraformClusterIdentities(), sourcewatch.Handlers{
+		OnChange: func(id string) {
+			users, err := resolver.Users(id)
+			if err != nil {
+				utilruntime.HandleError(err)
+			}
+			for _, u := range users {
+				workloads.Enqueue(u.Kind, cache.ObjectName{Namespace: u.Namespace, Name: u.Name})
+			}
+			identities.Enqueue(id)
+		},
+		OnBaseline: identities.Enqueue,
+	})
 }
 
 // newWebhook builds the admission webhook server (every replica, SPEC

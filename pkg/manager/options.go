@@ -19,6 +19,10 @@ type Options struct {
 	// IdentityResync is how often the identity controller re-reads each
 	// source Secret (SPEC S1).
 	IdentityResync time.Duration
+	// WatchSources watches each identity's source Secret by name and pushes
+	// its changes to the users at once (SPEC P2); false leaves rotation to
+	// the periods (R2, S4).
+	WatchSources bool
 	// Workers is the number of workers per queue.
 	Workers int
 	// QPS and Burst limit each of the manager's API clients (core and captf;
@@ -74,6 +78,7 @@ func NewOptions() *Options {
 	return &Options{
 		SyncPeriod:             10 * time.Minute,
 		IdentityResync:         5 * time.Minute,
+		WatchSources:           true,
 		Workers:                8,
 		QPS:                    50,
 		Burst:                  100,
@@ -98,6 +103,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", o.SyncPeriod, "Every workload object is reconciled at least this often, so a rotated source Secret reaches every mirror within it (SPEC R2).")
 	fs.DurationVar(&o.IdentityResync, "identity-resync", o.IdentityResync, "How often each identity's source Secret is re-read (30s, or this if shorter, while not Ready) (SPEC S1).")
+	fs.BoolVar(&o.WatchSources, "watch-sources", o.WatchSources, "Watch each identity's source Secret by name (one field-selected watch per distinct spec.secretRef) and reconcile the identity's users as soon as its data changes (SPEC P2). false: rotation waits for --identity-resync or --sync-period.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Workers per queue (one queue per kind).")
 	fs.Float64Var(&o.QPS, "kube-api-qps", o.QPS, "Sustained requests per second to the API server, for each of the manager's two API clients (core: Secrets, Jobs; captf: the four kinds). Events use half of it on a client of their own.")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of requests to the API server, per API client like --kube-api-qps.")

@@ -35,7 +35,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	logger.Info("Starting captf manager", "version", version.Info(), "apiServer", cfg.Host,
-		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "workers", o.Workers,
+		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "watchSources", o.WatchSources, "workers", o.Workers,
 		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
 	recorder, stopEvents, err := newRecorder(ctx, cfg)
 	if err != nil {

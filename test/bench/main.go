@@ -13,9 +13,11 @@
 //	          TerraformCluster each: time until every namespace has its mirror
 //	          and every object CredentialsMirrored=True.
 //	rotation  the source Secret's data changes: time until every mirror carries
-//	          the new hash (p50, p95, max), once through the identity resync
-//	          (S4: --identity-resync short, --sync-period long) and once through
-//	          the workload resync (R2: the reverse), each with its own manager.
+//	          the new hash (first, p50, p95, max), once at the default periods
+//	          with the source watch that pushes it (P2), then with the watch
+//	          off (--watch-sources=false) through the fallbacks: the identity
+//	          resync (S4: --identity-resync short, --sync-period long) and the
+//	          workload resync (R2: the reverse), each with its own manager.
 //	memory    manager RSS and Go heap before and after -unrelated-secrets 1 KiB
 //	          Secrets in -unrelated-namespaces namespaces that captf does not
 //	          use, then after -labelled-secrets 900 KiB Secrets labelled

@@ -7,13 +7,20 @@ import (
 	"time"
 
 	"github.com/captf/captf/pkg/credentials"
+	mgr "github.com/captf/captf/pkg/manager"
 	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
+// rotationPaths are the rotation scenario's runs, in order.
+var rotationPaths = []string{"P2", "S4", "R2"}
+
 // rotation changes the fleet's source Secret and measures when each mirror
-// first carries the new hash. path "S4" runs it through the identity
+// first carries the new hash. Path "P2" runs the manager at the default
+// periods (--sync-period=10m, --identity-resync=5m) with its source watch,
+// which pushes the change; "S4" and "R2" measure the fallbacks with the
+// watch off (--watch-sources=false): "S4" through the identity
 // controller's resync (--identity-resync short, --sync-period long), "R2"
-// through the workload resync (the reverse); each path has its own manager
+// through the workload resync (the reverse). Each path has its own manager
 // (restarted between them; the control plane and objects stay).
 func (b *bench) rotation(ctx context.Context, path string) error {
 	const sc = "rotation"
@@ -25,12 +32,16 @@ func (b *bench) rotation(ctx context.Context, path string) error {
 	var name, flags string
 	var args []string
 	switch path {
+	case "P2":
+		d := mgr.NewOptions()
+		name, args = "p2", []string{"--sync-period=" + d.SyncPeriod.String(), "--identity-resync=" + d.IdentityResync.String(), "--watch-sources=true"}
+		flags = fmt.Sprintf("default periods --sync-period=%s, --identity-resync=%s; source watch", d.SyncPeriod, d.IdentityResync)
 	case "S4":
-		name, args = "s4", b.s4Args()
-		flags = fmt.Sprintf("--identity-resync=%s, --sync-period=%s", b.cfg.S4Resync, b.cfg.LongPeriod)
+		name, args = "s4-polled", append(b.s4Args(), "--watch-sources=false")
+		flags = fmt.Sprintf("--identity-resync=%s, --sync-period=%s, --watch-sources=false", b.cfg.S4Resync, b.cfg.LongPeriod)
 	case "R2":
-		name, args = "r2", []string{"--sync-period=" + b.cfg.R2SyncPeriod.String(), "--identity-resync=" + b.cfg.LongPeriod.String()}
-		flags = fmt.Sprintf("--sync-period=%s, --identity-resync=%s", b.cfg.R2SyncPeriod, b.cfg.LongPeriod)
+		name, args = "r2", []string{"--sync-period=" + b.cfg.R2SyncPeriod.String(), "--identity-resync=" + b.cfg.LongPeriod.String(), "--watch-sources=false"}
+		flags = fmt.Sprintf("--sync-period=%s, --identity-resync=%s, --watch-sources=false", b.cfg.R2SyncPeriod, b.cfg.LongPeriod)
 	default:
 		return fmt.Errorf("unknown rotation path %q", path)
 	}
@@ -101,6 +112,7 @@ func (b *bench) rotation(ctx context.Context, path string) error {
 	r.add(sc, path+": p95", percentile(lat, 0.95), unitSeconds)
 	r.add(sc, fmt.Sprintf("%s: max (all %d mirrors current)", path, n), maxL, unitSeconds).vs(baseline.Seconds())
 	r.add(sc, path+": wait until the first mirror changed", minL, unitSeconds)
+
 	r.add(sc, path+": first -> last mirror changed", maxL-minL, unitSeconds).vs(baseline.Seconds())
 	r.add(sc, path+": source change -> manager idle (follow-up work done)", idle.Sub(t0).Seconds(), unitSeconds)
 	w := d.Writes()

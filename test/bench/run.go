@@ -73,10 +73,12 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 	}{
 		{"fanout", b.fanout},
 		{"rotation", func(ctx context.Context) error {
-			if err := b.rotation(ctx, "S4"); err != nil {
-				return err
+			for _, path := range rotationPaths {
+				if err := b.rotation(ctx, path); err != nil {
+					return err
+				}
 			}
-			return b.rotation(ctx, "R2")
+			return nil
 		}},
 		{"memory", b.memory},
 		{"shared", b.shared},
