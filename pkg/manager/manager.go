@@ -15,7 +15,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -125,23 +124,14 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 }
 
 // newSourceWatch builds the source Secret watches (SPEC P2): a change
-// enqueues the identity's users (found from the workload informers'
-// indexes, as I4 does) and the identity (S2, S4, section 13 status).
+// enqueues the identity's users as one batch (found from the workload
+// informers' indexes, as I4 does; one source read serves them all, P1) and
+// the identity (S2, S4, section 13 status).
 func newSourceWatch(d *Deps, workloads *workload.Controller, identities *identity.Controller) (Controller, error) {
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
-	resolver, err := index.NewResolver(captf.TerraformClusters(), captf.TerraformMachines(), captf.TerraformMachinePools())
-	if err != nil {
-		return nil, err
-	}
 	return sourcewatch.New(d.Kube, captf.TerraformClusterIdentities(), sourcewatch.Handlers{
 		OnChange: func(id string) {
-			users, err := resolver.Users(id)
-			if err != nil {
-				utilruntime.HandleError(err)
-			}
-			for _, u := range users {
-				workloads.Enqueue(u.Kind, cache.ObjectName{Namespace: u.Namespace, Name: u.Name})
-			}
+			workloads.EnqueueUsers(id)
 			identities.Enqueue(id)
 		},
 		OnBaseline: identities.Enqueue,

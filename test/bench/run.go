@@ -240,6 +240,25 @@ func (b *bench) baselineUpdate(ctx context.Context, items []*baselineSecret) (ti
 	})
 }
 
+// baselineReadUpdate reads each Secret (a GET) and then changes its data
+// (an update), under the same limits: the requests SPEC B1 requires of a
+// mirror rewrite (a mirror is re-read uncached before it is rewritten).
+func (b *bench) baselineReadUpdate(ctx context.Context, items []*baselineSecret) (time.Duration, error) {
+	return b.baseline(ctx, items, func(ctx context.Context, client kubernetes.Interface, it *baselineSecret) error {
+		s, err := client.CoreV1().Secrets(it.ns).Get(ctx, it.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Data = credentialData()
+		out, err := client.CoreV1().Secrets(it.ns).Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		it.obj = out
+		return nil
+	})
+}
+
 // baseline runs write for every item on the baseline client, with as many
 // goroutines as the manager has workers per queue, and returns how long
 // it took.

@@ -207,9 +207,10 @@ func (c *Controller) enqueueMembers(obj interface{}) {
 	}
 }
 
-// enqueueUsers enqueues every object that resolves to identity (I4), as
-// one batch: one source read after it serves them all (SPEC P1).
-func (c *Controller) enqueueUsers(identity string) {
+// EnqueueUsers enqueues every object that resolves to identity (I4; a
+// source change, P2), as one batch: one source read after it serves them
+// all (SPEC P1).
+func (c *Controller) EnqueueUsers(identity string) {
 	users, err := c.resolver.Users(identity)
 	if err != nil {
 		utilruntime.HandleError(err)
@@ -320,17 +321,17 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 		return ""
 	}
 	if err := c.handle(inf.Identities.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { c.enqueueUsers(identityName(obj)) },
+		AddFunc: func(obj interface{}) { c.EnqueueUsers(identityName(obj)) },
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			// Spec or deletion (I4); the identity's own status writes are not
 			// a change its users care about.
 			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
 			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
 				logger.V(4).Info("Identity changed; enqueueing its users", "identity", n.Name)
-				c.enqueueUsers(n.Name)
+				c.EnqueueUsers(n.Name)
 			}
 		},
-		DeleteFunc: func(obj interface{}) { c.enqueueUsers(identityName(obj)) },
+		DeleteFunc: func(obj interface{}) { c.EnqueueUsers(identityName(obj)) },
 	}); err != nil {
 		return err
 	}

@@ -48,12 +48,12 @@ func TestEnqueueHelpers(t *testing.T) {
 	t.Run("I4 users of an identity, directly or by fallback", func(t *testing.T) {
 		f := newFixture(t)
 		seedAll(f)
-		f.c.enqueueUsers(identityName)
+		f.c.EnqueueUsers(identityName)
 		require.Equal(t, map[string][]string{
 			v1alpha1.KindTerraformCluster: {testNS + "/c1", otherNS + "/elsewhere"},
 			v1alpha1.KindTerraformMachine: {testNS + "/m-own"},
 		}, sortedQueued(f))
-		f.c.enqueueUsers("defaults")
+		f.c.EnqueueUsers("defaults")
 		require.Equal(t, map[string][]string{
 			v1alpha1.KindTerraformMachine:     {testNS + "/m-inherits"},
 			v1alpha1.KindTerraformMachinePool: {testNS + "/p-inherits"},
