@@ -154,8 +154,8 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 	j := applyJob(f, ns, 1)
 	good := backendState(map[string]string{
 		"endpoint": `{"host": "10.0.0.1", "port": 6443}`,
-		"zones":                  `["a", "b"]`,
-		"html":                   `"<a&b>"`,
+		"zones":    `["a", "b"]`,
+		"html":     `"<a&b>"`,
 	})
 	writeState(f, ns, suffix, name, gzipOf(t, good))
 	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
