@@ -128,7 +128,9 @@ func TestEndToEnd(t *testing.T) {
 		run  func(context.Context, *testing.T)
 	}{
 		{"WebhookRefusesAliceThroughItsService", e.webhookRefusesAlice},
+		{"LeaderFailover", e.leaderFailover},
 		{"Lifecycle", e.lifecycle},
+		{"NoCredentialInLogsOrEvents", e.noCredentialInLogs},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -203,6 +205,93 @@ func (e *env) webhookRefusesAlice(ctx context.Context, t *testing.T) {
 		t.Errorf("the refusal contains the credential (SPEC X1): %q", msg)
 	}
 	t.Logf("refused through the Service: %s", msg)
+}
+
+// leaderFailover: the leader's pod is deleted (SIGTERM: it drains and
+// releases the Lease); the other replica takes the Lease, and the lifecycle
+// that follows runs under it.
+func (e *env) leaderFailover(ctx context.Context, t *testing.T) {
+	old := e.leader
+	start := time.Now()
+	if err := e.kube.CoreV1().Pods(systemNamespace).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(ctx, t, 2*time.Minute, "another replica holding the Lease", func() (bool, string) {
+		lease, err := e.kube.CoordinationV1().Leases(systemNamespace).Get(ctx, managerName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		holder := ""
+		if lease.Spec.HolderIdentity != nil {
+			holder = *lease.Spec.HolderIdentity
+		}
+		for _, p := range e.managerPods(ctx, t) {
+			if p.Name != old && strings.HasPrefix(holder, p.Name+"_") {
+				e.leader = p.Name
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("holder %q", holder)
+	})
+	t.Logf("the Lease moved from %s to %s in %s", old, e.leader, time.Since(start).Round(time.Millisecond))
+	e.waitFor(ctx, t, 3*time.Minute, "the Deployment back to 2 available replicas", func() (bool, string) {
+		d, err := e.kube.AppsV1().Deployments(systemNamespace).Get(ctx, managerName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas == 2 && len(e.managerPods(ctx, t)) == 2, e.podSummary(ctx, systemNamespace)
+	})
+}
+
+// noCredentialInLogs (X1): neither credential value appears in the
+// manager pods' logs or in any event (the Jobs' logs are scanned in the
+// lifecycle, before the Jobs go with their cluster).
+func (e *env) noCredentialInLogs(ctx context.Context, t *testing.T) {
+	n := e.scanPodLogs(ctx, t, systemNamespace)
+	events, err := e.kube.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events.Items {
+		e.scan(t, "event "+ev.Namespace+"/"+ev.Name, []byte(ev.Message))
+	}
+	if n == 0 || len(events.Items) == 0 {
+		t.Fatalf("X1: nothing to scan (%d bytes of logs, %d events)", n, len(events.Items))
+	}
+	t.Logf("X1: scanned %d bytes of the manager's logs and %d events", n, len(events.Items))
+}
+
+// scanPodLogs scans every container log of ns for the credentials and
+// returns the bytes scanned.
+func (e *env) scanPodLogs(ctx context.Context, t *testing.T, ns string) int {
+	t.Helper()
+	pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			b, err := e.kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+			if err != nil {
+				t.Errorf("log of %s/%s %s: %v", ns, p.Name, c.Name, err)
+				continue
+			}
+			n += len(b)
+			e.scan(t, "the log of "+ns+"/"+p.Name+" "+c.Name, b)
+		}
+	}
+	return n
+}
+
+// scan fails the test when b holds a credential value (X1).
+func (e *env) scan(t *testing.T, what string, b []byte) {
+	t.Helper()
+	for _, v := range []string{tokenA, tokenB} {
+		if strings.Contains(string(b), v) {
+			t.Errorf("X1: %s contains a credential value", what)
+		}
+	}
 }
 
 // lifecycle: see the package comment.
@@ -359,6 +448,9 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 		}
 	}
 	e.waitClusterCondition(ctx, t, v1alpha1.ConditionReady, metav1.ConditionTrue, "", 2*time.Minute)
+	if n := e.scanPodLogs(ctx, t, tenant); n == 0 {
+		t.Errorf("X1: the Jobs' pods in %s logged nothing to scan", tenant)
+	}
 
 	// V1: revoke the tenant (narrowing needs no SubjectAccessReview, A3).
 	// An empty list matches no namespace (N1); Go's omitempty would drop
