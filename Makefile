@@ -1,5 +1,5 @@
 # captf. The two commands a newcomer needs:
-#   make run    a local control plane with the manager and a sample (hack/local-up.sh)
+#   make run    a local control plane and node, the manager and a sample that provisions (hack/local-up.sh)
 #   make test   every unit and integration test (builds the control plane first)
 
 SHELL := /usr/bin/env bash
@@ -35,11 +35,11 @@ node-prereqs: ## Install the node's Debian packages (containerd, runc, CNI plugi
 	hack/node-prereqs.sh
 
 .PHONY: run
-run: ## Run a local control plane, the manager and a sample in the foreground (Ctrl-C stops all).
+run: ## Run a local control plane with a node, the manager and a sample whose Job runs, in the foreground (Ctrl-C stops all; CAPTF_NODE=0 skips the node).
 	hack/local-up.sh
 
 .PHONY: test
-test: control-plane test-unit test-integration ## Unit and integration tests.
+test: control-plane test-unit test-integration test-e2e-as-root ## Unit, integration and (as root) end-to-end tests.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (with the race detector) and the fuzz seed corpora.
@@ -55,6 +55,19 @@ test-integration: control-plane tofu ## Integration tests against a real control
 test-node: control-plane node-binaries ## Pods on a real node: Job with Secrets under Pod Security restricted, in-cluster API access, clean teardown (root).
 	hack/node-prereqs.sh
 	CAPTF_NODE_TEST=1 $(GO) test -count=1 -v -timeout 20m -run 'TestNode|TestJanitor' ./test/node/... ./test/controlplane/
+
+# End to end (issue 12; docs/local-control-plane.md, "How tests use it"):
+# root, a node, the manager deployed in-cluster from manifests/. make test
+# runs it as root (CI) and says it skipped it otherwise.
+.PHONY: test-e2e-as-root
+test-e2e-as-root:
+	@if [[ "$$(id -u)" == 0 ]]; then $(MAKE) --no-print-directory e2e; \
+	  else echo "make test: skipping make e2e: a node needs root (run make e2e as root)"; fi
+
+.PHONY: e2e
+e2e: control-plane node-binaries tofu ## The manager in-cluster from manifests/ and a cluster's lifecycle on a real node: Jobs, rotation, revocation, destroy (root).
+	hack/node-prereqs.sh
+	CAPTF_E2E=1 $(GO) test -count=1 -v -timeout 30m ./test/e2e/...
 
 .PHONY: verify
 verify: ## gofmt, go vet, generated code up to date.

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Runs captf on a local control plane built from Go modules: etcd,
-# kube-apiserver (RBAC, token users) and kube-controller-manager, the CRDs,
-# the manager's RBAC, `captf manager` out-of-cluster as its ServiceAccount
-# user, and (unless --no-sample) a sample identity and cluster.
+# kube-apiserver (RBAC, token users) and kube-controller-manager, one node
+# (containerd, kubelet, kube-scheduler, kube-proxy), the CRDs, the manager's
+# RBAC, `captf manager` out-of-cluster as its ServiceAccount user, and
+# (unless --no-sample) a sample identity and cluster whose apply Job runs.
 #
-#   hack/local-up.sh [--no-sample] [--consent] [--node]     (make run)
+#   hack/local-up.sh [--no-sample] [--consent] [--no-node]     (make run)
 #
-# --node (off for now) also starts a node, so Jobs run: it installs the
-# Debian packages when missing and needs root; without, it says so and
-# runs the control plane alone. The manager's Jobs then use the captf image
-# imported as captf.local/captf:dev. See docs/local-control-plane.md.
+# The node needs root and the Debian packages hack/node-prereqs.sh installs
+# when missing. The images (captf, the fake cloud, the sample's module) are
+# built and imported into the node's containerd; the sample's Job runs the
+# module test/e2e/module against the fake cloud (test/e2e/manifests), which
+# accepts only the sample identity's credential. --no-node (or
+# CAPTF_NODE=0) runs the control plane alone; so does a run without root,
+# saying so: the sample's Job then stays Pending. See
+# docs/local-control-plane.md.
 #
 # --consent runs the manager with --require-source-consent (SPEC C1): source
 # Secrets are usable only when labelled captf.io/credential=true and listing
@@ -41,13 +46,15 @@ local_dir="${root}/.local"
 bin="${root}/bin"
 sample=true
 consent_args=""
-node=false
+node=true
+[[ "${CAPTF_NODE:-1}" == 0 ]] && node=false
 for arg in "$@"; do
   case "${arg}" in
     --no-sample) sample=false ;;
     --node) node=true ;;
+    --no-node) node=false ;;
     --consent) consent_args="--require-source-consent" ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "local-up: unknown argument ${arg} (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -92,8 +99,13 @@ trap 'exit 143' TERM
 "${root}/hack/build-control-plane.sh"
 node_args=""
 if ${node}; then
-  if "${root}/hack/node-prereqs.sh"; then
+  if [[ "$(id -u)" != 0 ]]; then
+    log "no node: it needs root (mounts, network namespaces, cgroups, a bridge). Running the control plane alone:"
+    log "the sample's apply Job will stay Pending. Run as root for a node, or pass --no-node to skip this message."
+    node=false
+  elif "${root}/hack/node-prereqs.sh"; then
     "${root}/hack/build-control-plane.sh" --node
+    "${root}/hack/build-tofu.sh"
     node_args="--node"
   else
     log "no node (see above): running the control plane alone; Jobs will stay Pending"
@@ -124,8 +136,8 @@ source "${local_dir}/controlplane.env"
 kubectl=("${bin}/kubectl" --kubeconfig "${local_dir}/kubeconfig")
 runner_image=ghcr.io/captf/captf:latest
 if ${node}; then
-  log "importing the captf image into the node's containerd"
-  "${bin}/captf-images" captf -repo "${root}" -address "${CONTAINERD_ADDRESS}" >&2
+  log "building the images (captf, fake cloud, sample module) into the node's containerd"
+  "${root}/hack/build-e2e-images.sh" "${CONTAINERD_ADDRESS}" >&2
   runner_image=captf.local/captf:dev
 fi
 log "installing the manager's RBAC"
@@ -161,8 +173,27 @@ ${ready} || { log "captf manager did not become ready:"; tail -50 "${local_dir}/
 log "installing the identity admission webhook (failurePolicy: Fail)"
 "${kubectl[@]}" apply -f "${local_dir}/webhook-configuration.yaml" >/dev/null
 
-if ${sample}; then
-  log "applying the sample (manifests/samples/sample.yaml)"
+sample_status=""
+if ${sample} && ${node}; then
+  log "applying the fake cloud and the sample (test/e2e/manifests/fakecloud.yaml, sample.yaml)"
+  "${kubectl[@]}" apply -f test/e2e/manifests/fakecloud.yaml >/dev/null
+  "${kubectl[@]}" apply -f test/e2e/manifests/sample.yaml >/dev/null
+  log "waiting (up to 5 minutes) for the sample cluster team-a/demo: its apply Job runs OpenTofu against the fake cloud"
+  if "${kubectl[@]}" -n team-a wait terraformcluster/demo --for=condition=Ready --timeout=300s >/dev/null 2>&1; then
+    sample_status="The sample cluster team-a/demo is Ready: its apply Job completed."
+  else
+    sample_status="The sample cluster team-a/demo is NOT Ready yet: look at its conditions and its Job's log."
+    log "${sample_status}"
+  fi
+  job=$("${kubectl[@]}" -n team-a get jobs -l captf.io/managed=true -o name 2>/dev/null | head -1)
+  sample_status="
+${sample_status}
+  bin/kubectl --kubeconfig .local/kubeconfig -n team-a get terraformcluster demo -o yaml
+  bin/kubectl --kubeconfig .local/kubeconfig -n team-a get jobs,pods
+  bin/kubectl --kubeconfig .local/kubeconfig -n team-a logs ${job:-job/<name>} -c terraform   # OpenTofu's output
+"
+elif ${sample}; then
+  log "applying the sample (manifests/samples/sample.yaml; no node: its Job stays Pending)"
   "${kubectl[@]}" apply -f manifests/samples/sample.yaml >/dev/null
 fi
 
@@ -178,7 +209,7 @@ local-up: ready. The API server is ${APISERVER_URL}; the admin kubeconfig is .lo
   bin/kubectl --kubeconfig .local/kubeconfig get terraformclusters -A
   bin/kubectl --kubeconfig .local/kubeconfig get terraformclusteridentities
   source .local/env            # KUBECONFIG and bin/ on PATH for this shell
-
+${sample_status}
 Users: .local/kubeconfig-alice and .local/kubeconfig-bob have no permissions
 (or use --as=alice with the admin kubeconfig). The identity webhook checks
 that whoever points an identity at a Secret may read it (see README).

@@ -53,6 +53,12 @@ variable "rotation_wait_seconds" {
   description = "If above 0, apply waits up to this long for the credential file to be rotated (SPEC R3 probe)."
 }
 
+variable "credential_check" {
+  type        = string
+  default     = ""
+  description = "If set, each new value runs one whoami with the credential from the environment and one with the file: how a test sees which credential a later Job used (SPEC J2, R3)."
+}
+
 locals {
   # Deterministic, so the id is known before the resource exists and lands in
   # the state through terraform_data's input/output: no provider needed to
@@ -93,6 +99,25 @@ resource "terraform_data" "resource" {
     interpreter = [self.output.client, "delete", "--id", self.output.id, "--missing-ok",
     "--endpoint", self.output.endpoint, "--credential-file", self.output.credential_file, "--credential-source"]
     command = "file"
+  }
+}
+
+# Each new credential_check value asks the fake cloud who we are, once with
+# each delivery path (SPEC J2): an apply with nothing else to change still
+# shows which credential its Job had.
+resource "terraform_data" "credential_check" {
+  count            = var.credential_check != "" ? 1 : 0
+  depends_on       = [terraform_data.resource]
+  triggers_replace = var.credential_check
+
+  provisioner "local-exec" {
+    interpreter = [var.client, "whoami", "--endpoint", var.fakecloud_endpoint, "--credential-source"]
+    command     = "env"
+  }
+
+  provisioner "local-exec" {
+    interpreter = [var.client, "whoami", "--endpoint", var.fakecloud_endpoint, "--credential-file", var.credential_file, "--credential-source"]
+    command     = "file"
   }
 }
 
