@@ -28,19 +28,15 @@ const (
 	// --runner-image; the overlay replaces both with captfImage.
 	shippedImage = "ghcr.io/captf/captf:latest"
 	captfImage   = "captf.local/captf:dev"
-	// identityResync bounds how long a rotation takes to reach the mirrors
-	// (SPEC S4); see overlay.
-	identityResync = "10s"
 )
 
 // overlay is the kustomization the test deploys: manifests/ as it ships,
 // with the local image for the manager and its --runner-image (J5: keep
 // them equal, docs/deploy.md "The image"), and the self-signed webhook
 // certificate of docs/deploy.md: the Secret captf-webhook-cert and the CA
-// in the webhook configuration's caBundle. One flag is tuned for the test:
-// --identity-resync, so a rotation reaches the mirrors within seconds
-// (SPEC S4) instead of the default 5 minutes; nothing else watches the
-// source Secret (R1) until P2 lands.
+// in the webhook configuration's caBundle. No flag is tuned: a rotation
+// reaches the mirrors at once through the source watch (SPEC P2), at the
+// default periods.
 const overlay = `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -67,9 +63,6 @@ patches:
       - op: replace
         path: /spec/template/spec/containers/0/args/8
         value: --runner-image=%[3]s
-      - op: add
-        path: /spec/template/spec/containers/0/args/-
-        value: --identity-resync=%[5]s
   - target: {group: admissionregistration.k8s.io, version: v1, kind: ValidatingWebhookConfiguration, name: captf}
     patch: |-
       - op: add
@@ -100,7 +93,7 @@ func (e *env) deployManager(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := fmt.Sprintf(overlay, rel, shippedImage, captfImage, base64.StdEncoding.EncodeToString(caPEM), identityResync)
+	k := fmt.Sprintf(overlay, rel, shippedImage, captfImage, base64.StdEncoding.EncodeToString(caPEM))
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
 		t.Fatal(err)
 	}

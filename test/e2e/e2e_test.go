@@ -34,6 +34,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -419,10 +420,7 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 
 	e.waitClusterCondition(ctx, t, v1alpha1.ConditionReady, metav1.ConditionTrue, "", 2*time.Minute)
 	e.waitIdentityCondition(ctx, t, v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete, 2*time.Minute)
-	// TODO(lead, T4/T5): once merged, assert status.outputs (resource_id,
-	// control_plane_endpoint), status.sensitiveOutputs [admin_token],
-	// status.initialization.provisioned=true and spec.controlPlaneEndpoint
-	// {host: <resourceID>.fakecloud.test, port: 6443} here.
+	e.checkOutputs(ctx, t, resourceID)
 	stateSecret := "tfstate-default-" + jobs.StateSuffix("TerraformCluster", clusterName)
 	if _, err := e.kube.CoreV1().Secrets(tenant).Get(ctx, stateSecret, metav1.GetOptions{}); err != nil {
 		t.Fatalf("T2: the state Secret %s/%s after the apply: %v", tenant, stateSecret, err)
@@ -755,4 +753,58 @@ func variables(t *testing.T, v map[string]any) *runtime.RawExtension {
 		t.Fatal(err)
 	}
 	return &runtime.RawExtension{Raw: b}
+}
+
+// checkOutputs proves T4 and T5 on the real node: after the apply, the
+// state OpenTofu wrote through the kubernetes backend is read back:
+// status.outputs has the module's non-sensitive outputs, the sensitive one
+// is named only, the cluster is provisioned, and the manager set
+// spec.controlPlaneEndpoint from control_plane_endpoint without starting
+// another apply Job for the generation its write made (J1).
+func (e *env) checkOutputs(ctx context.Context, t *testing.T, resourceID string) {
+	t.Helper()
+	var c *v1alpha1.TerraformCluster
+	e.waitFor(ctx, t, 2*time.Minute, "outputs, provisioned and spec.controlPlaneEndpoint", func() (bool, string) {
+		var err error
+		if c, err = e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, clusterName, metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		st := c.Status
+		return st.Outputs != nil && st.Initialization != nil && st.Initialization.Provisioned != nil && !c.Spec.ControlPlaneEndpoint.IsZero(),
+			fmt.Sprintf("outputs %v, initialization %+v, endpoint %+v", st.Outputs != nil, st.Initialization, c.Spec.ControlPlaneEndpoint)
+	})
+	var outputs struct {
+		ResourceID string `json:"resource_id"`
+		Endpoint   struct {
+			Host string `json:"host"`
+			Port int    `json:"port"`
+		} `json:"control_plane_endpoint"`
+	}
+	if err := json.Unmarshal(c.Status.Outputs.Raw, &outputs); err != nil {
+		t.Fatalf("T4: status.outputs %s: %v", c.Status.Outputs.Raw, err)
+	}
+	wantHost := resourceID + ".fakecloud.test"
+	if outputs.ResourceID != resourceID || outputs.Endpoint.Host != wantHost || outputs.Endpoint.Port != 6443 {
+		t.Errorf("T4: status.outputs %s, want resource_id %s and control_plane_endpoint %s:6443", c.Status.Outputs.Raw, resourceID, wantHost)
+	}
+	if strings.Contains(string(c.Status.Outputs.Raw), "admin_token") || fmt.Sprint(c.Status.SensitiveOutputs) != "[admin_token]" {
+		t.Errorf("T4: the sensitive output must be named only: outputs %s, sensitiveOutputs %v", c.Status.Outputs.Raw, c.Status.SensitiveOutputs)
+	}
+	if !*c.Status.Initialization.Provisioned {
+		t.Errorf("T5: status.initialization.provisioned is false after a successful apply")
+	}
+	if ep := c.Spec.ControlPlaneEndpoint; ep.Host != wantHost || ep.Port != 6443 {
+		t.Errorf("T5: spec.controlPlaneEndpoint %+v, want %s:6443", ep, wantHost)
+	}
+	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprint(c.Generation) {
+		t.Errorf("T5: %s=%q on generation %d", v1alpha1.AnnotationProviderFieldsGeneration, got, c.Generation)
+	}
+	e.waitFor(ctx, t, time.Minute, "a pass over the generation the manager's write made", func() (bool, string) {
+		c, _ = e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, clusterName, metav1.GetOptions{})
+		cond := meta.FindStatusCondition(c.Status.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
+		return cond != nil && cond.ObservedGeneration == c.Generation, e.clusterConditions(ctx)
+	})
+	if n := len(e.jobsOf(ctx, t, c.UID, v1alpha1.JobActionApply)); n != 1 {
+		t.Errorf("T5, J1: %d apply Jobs after the manager set spec.controlPlaneEndpoint, want 1", n)
+	}
 }

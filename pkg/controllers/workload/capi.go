@@ -208,10 +208,11 @@ func coversGeneration(w *workload, rec *v1alpha1.RunRecord) bool {
 
 // providerFieldsStep sets the Cluster API fields from the published
 // outputs once, while they are unset (SPEC T5): never while paused, never
-// during a deletion (the caller is the normal pass). When the newest apply
-// succeeded and covers the generation, the same update names the
-// generation it creates in AnnotationProviderFieldsGeneration, so that
-// generation is not applied again. It returns the object as stored.
+// during a deletion (the caller is the normal pass), and only when the
+// recorded newest apply succeeded and covers the generation; the same
+// update names the generation it creates in
+// AnnotationProviderFieldsGeneration, so that generation is not applied
+// again. It returns the object as stored.
 func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*workload, error) {
 	if w.status.Outputs == nil || len(w.status.Outputs.Raw) == 0 || paused(w) {
 		return w, nil
@@ -220,19 +221,24 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*work
 	if err := json.Unmarshal(w.status.Outputs.Raw, &outputs); err != nil {
 		return w, nil // not an object: nothing to take from it
 	}
-	carry := w.status.LastApply != nil && w.status.LastApply.Outcome == v1alpha1.RunSucceeded && coversGeneration(w, w.status.LastApply)
+	// Only once the succeeded apply of this generation is recorded (T7): the
+	// write then names the generation it makes. Before that (a Job that
+	// met its success criteria but whose pod has not ended, so it is not
+	// recorded yet; or a newer generation still to apply) a write would
+	// make a generation the manager applies again.
+	if rec := w.status.LastApply; rec == nil || rec.Outcome != v1alpha1.RunSucceeded || !coversGeneration(w, rec) {
+		return w, nil
+	}
 	status, events := w.status.DeepCopy(), w.events
 	if !providerFields(w.robj, outputs) {
 		return w, nil
 	}
-	if carry {
-		ann := maps.Clone(w.obj.GetAnnotations())
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[v1alpha1.AnnotationProviderFieldsGeneration] = strconv.FormatInt(w.obj.GetGeneration()+1, 10)
-		w.obj.SetAnnotations(ann)
+	ann := maps.Clone(w.obj.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
 	}
+	ann[v1alpha1.AnnotationProviderFieldsGeneration] = strconv.FormatInt(w.obj.GetGeneration()+1, 10)
+	w.obj.SetAnnotations(ann)
 	stored, err := w.kind.update(ctx, w)
 	if err != nil {
 		return w, fmt.Errorf("setting the Cluster API fields from the outputs: %w", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -193,4 +194,42 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 		require.Contains(t, c.Message, "control_plane_endpoint")
 		require.Contains(t, c.Message, "spec.controlPlaneEndpoint")
 	})
+}
+
+// T5, T7: a Job that met its success criteria while its pod still ends is
+// not recorded yet (not Finished): the outputs are read, but the fields
+// wait for the record, so the write names the generation it makes.
+// Found by the end-to-end test on a real node.
+func TestProviderFieldsWaitForTheRecord(t *testing.T) {
+	const kind = v1alpha1.KindTerraformCluster
+	f := newFixture(t)
+	obj := workloadOf(kind, "obj", withFinalizer, generation(1))
+	j := newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)
+	var only []batchv1.JobCondition
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobSuccessCriteriaMet {
+			only = append(only, c)
+		}
+	}
+	require.Len(t, only, 1)
+	j.Status.Conditions = only
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)), j)
+	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"control_plane_endpoint": `"cp:6443"`}))))
+	f.catchUp()
+
+	require.NoError(t, f.sync(kind, "obj"))
+	require.NotNil(t, f.lastStatus().Outputs, "outputs follow a successful apply (T4)")
+	_, updated := f.find("update", resourceOf(kind), "")
+	require.False(t, updated, "no field before the apply is recorded")
+
+	// The pod ends: Complete, recorded, and the field is written with the
+	// generation it makes.
+	finished := newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)
+	require.NoError(t, f.Kube.Tracker().Update(batchv1.SchemeGroupVersion.WithResource("jobs"), finished, testNS))
+	f.catchUp()
+	require.NoError(t, f.sync(kind, "obj"))
+	stored := f.storedObj(kind, "obj")
+	require.Equal(t, `{"host":"cp","port":6443}`, providerFieldOf(t, stored))
+	require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
 }
