@@ -44,21 +44,21 @@ func (f *Fixture) RequireNoSecretValues(forbidden ...string) {
 		t.Fatal(err)
 	}
 	for _, c := range clusters.Items {
-		statuses = append(statuses, withoutRunHashes(c.Status))
+		statuses = append(statuses, WithoutRunHashes(c.Status))
 	}
 	machines, err := api.TerraformMachines("").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range machines.Items {
-		statuses = append(statuses, withoutRunHashes(m.Status))
+		statuses = append(statuses, WithoutRunHashes(m.Status))
 	}
 	pools, err := api.TerraformMachinePools("").List(f.Ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pools.Items {
-		statuses = append(statuses, withoutRunHashes(p.Status))
+		statuses = append(statuses, WithoutRunHashes(p.Status))
 	}
 	b, _ := json.Marshal(statuses)
 	for _, s := range forbidden {
@@ -78,12 +78,12 @@ func (f *Fixture) RequireNoSecretValues(forbidden ...string) {
 	t.Logf("X1 scan: %d events, %d statuses, %d bytes of manager log", len(events.Items), len(statuses), len(log))
 }
 
-// withoutRunHashes returns a copy of a workload status without
+// WithoutRunHashes returns a copy of a workload status without
 // lastApply.sourceHash and lastDestroy.sourceHash: SPEC T7 asks for the
 // source hash there by name, copied from the Job's captf.io/source-hash
 // annotation (C5), which this scan does not cover either. Every other
 // field, and every condition, is scanned.
-func withoutRunHashes(st v1alpha1.WorkloadStatus) v1alpha1.WorkloadStatus {
+func WithoutRunHashes(st v1alpha1.WorkloadStatus) v1alpha1.WorkloadStatus {
 	st = *st.DeepCopy()
 	for _, r := range []*v1alpha1.RunRecord{st.LastApply, st.LastDestroy} {
 		if r != nil {
