@@ -59,12 +59,12 @@ func (b *bench) rotation(ctx context.Context, path string) error {
 			return fmt.Errorf("baseline: %w", err)
 		}
 	}
-	baseline, err := b.baselineUpdate(ctx, f.baseline)
+	baseline, err := b.baselineUpdate(ctx, f.baseline, false)
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
 	fmt.Fprintf(b.log, "baseline: %d Secret updates in %s\n", n, baseline.Round(time.Millisecond))
-	readUpdate, err := b.baselineReadUpdate(ctx, f.baseline)
+	readUpdate, err := b.baselineUpdate(ctx, f.baseline, true)
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}

@@ -82,27 +82,11 @@ func (b *bench) identityPass(ctx context.Context) error {
 	if err := b.managerRun(ctx, sc, "s4pass", "--identity-resync="+p.String(), "--sync-period="+b.cfg.LongPeriod.String()); err != nil {
 		return err
 	}
-	before, _, err := b.e.waitIdle(ctx)
+	queueAdds := func(m faultkit.Metrics) float64 { return m.Get("workqueue_adds_total", "name", identityQueue) }
+	d, tick, lastActive, err := b.onePass(ctx, "identity resync tick (--identity-resync="+p.String()+")", p, queueAdds)
 	if err != nil {
 		return err
 	}
-	adds0 := before.Get("workqueue_adds_total", "name", identityQueue)
-	fmt.Fprintf(b.log, "waiting for the identity resync tick (--identity-resync=%s)\n", p)
-	tick, err := waitFor(ctx, "identity resync tick", p+b.cfg.Timeout, 250*time.Millisecond, func() (bool, string) {
-		m, err := b.e.mgr.metrics(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return m.Get("workqueue_adds_total", "name", identityQueue) > adds0, "no identity resync yet"
-	})
-	if err != nil {
-		return err
-	}
-	after, lastActive, err := b.e.waitIdle(ctx)
-	if err != nil {
-		return err
-	}
-	d := faultkit.Diff(before, after)
 	identities := d.Get("workqueue_adds_total", "name", identityQueue)
 	r := b.res
 	r.add(sc, fmt.Sprintf("identity resync pass (--identity-resync=%s): identities reconciled", p), identities, unitCount)

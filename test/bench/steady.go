@@ -39,27 +39,10 @@ func (b *bench) steady(ctx context.Context) error {
 	if err := b.managerRun(ctx, sc, "steady", "--sync-period="+p.String(), "--identity-resync="+b.cfg.LongPeriod.String()); err != nil {
 		return err
 	}
-	before, _, err := b.e.waitIdle(ctx)
+	d, tick, lastActive, err := b.onePass(ctx, "resync tick (--sync-period="+p.String()+")", p, workloadAdds)
 	if err != nil {
 		return err
 	}
-	adds0 := workloadAdds(before)
-	fmt.Fprintf(b.log, "waiting for the resync tick (--sync-period=%s)\n", p)
-	tick, err := waitFor(ctx, "resync tick", p+b.cfg.Timeout, 250*time.Millisecond, func() (bool, string) {
-		m, err := b.e.mgr.metrics(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return workloadAdds(m) > adds0, "no resync yet"
-	})
-	if err != nil {
-		return err
-	}
-	after, lastActive, err := b.e.waitIdle(ctx)
-	if err != nil {
-		return err
-	}
-	d := faultkit.Diff(before, after)
 
 	c, m, pl := b.t.objects()
 	objects := float64(c + m + pl)
@@ -129,4 +112,32 @@ func (b *bench) storeKeys(kind string) []string {
 		return b.t.pools.GetStore().ListKeys()
 	}
 	return nil
+}
+
+// onePass waits until the manager is idle, then for the tick that makes
+// adds (a queue's adds counter) grow within period, then until it is idle
+// again, and returns the metrics' difference over the pass, the tick and
+// the last moment of activity.
+func (b *bench) onePass(ctx context.Context, what string, period time.Duration, adds func(faultkit.Metrics) float64) (d faultkit.Metrics, tick, lastActive time.Time, err error) {
+	before, _, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return nil, tick, lastActive, err
+	}
+	adds0 := adds(before)
+	fmt.Fprintf(b.log, "waiting for the %s\n", what)
+	tick, err = waitFor(ctx, what, period+b.cfg.Timeout, 250*time.Millisecond, func() (bool, string) {
+		m, err := b.e.mgr.metrics(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return adds(m) > adds0, "not yet"
+	})
+	if err != nil {
+		return nil, tick, lastActive, err
+	}
+	after, lastActive, err := b.e.waitIdle(ctx)
+	if err != nil {
+		return nil, tick, lastActive, err
+	}
+	return faultkit.Diff(before, after), tick, lastActive, nil
 }

@@ -77,35 +77,20 @@ func TestEndToEnd(t *testing.T) {
 	if os.Getenv("CAPTF_E2E") == "" {
 		t.Skip("the end-to-end test runs with make e2e (CAPTF_E2E=1, root)")
 	}
-	binDir := filepath.Join(root, "bin")
-	if err := controlplane.NodePrerequisites(binDir); err != nil {
-		// make e2e installs and builds these first: a missing one is a failure, not a skip.
-		t.Fatalf("no node on this machine: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
+	// make e2e installs and builds the node's prerequisites first: a
+	// missing one is a failure, not a skip.
+	cp := controlplane.StartNodeForTest(ctx, t, filepath.Join(root, "bin"), false)
 
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Node: true})
-	if err != nil {
-		t.Fatalf("starting the control plane and the node: %v", err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			cp.Stop()
-		}
-	}()
-	t.Logf("control plane and node Ready in %s (logs in %s)", time.Since(start).Round(time.Millisecond), filepath.Join(cp.Dir, "logs"))
-
-	start = time.Now()
 	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-e2e-images.sh"), controlplane.ContainerdAddress).CombinedOutput()
 	if err != nil {
 		t.Fatalf("hack/build-e2e-images.sh: %v\n%s", err, out)
 	}
 	t.Logf("images built and imported in %s:\n%s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
 
-	e := &env{root: root, cp: cp}
+	e := &env{root: root, cp: cp.ControlPlane}
 	e.cloud = cloud{e: e}
 	if e.kube, err = kubernetes.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
 		t.Fatal(err)
@@ -114,7 +99,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if t.Failed() && !stopped {
+		if t.Failed() && !cp.Stopped() {
 			e.dumpState(t)
 		}
 	}()
@@ -144,13 +129,7 @@ func TestEndToEnd(t *testing.T) {
 	if t.Failed() {
 		e.dumpState(t)
 	}
-	start = time.Now()
-	cp.Stop()
-	stopped = true
-	t.Logf("stopped and cleaned up in %s", time.Since(start).Round(time.Millisecond))
-	if left := controlplane.NodeLeftovers(); len(left) > 0 {
-		t.Errorf("the node left behind:\n  %s", strings.Join(left, "\n  "))
-	}
+	cp.StopAndCheck()
 }
 
 // webhookRefusesAlice: alice may create identities (RBAC) but may not read

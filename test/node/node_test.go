@@ -47,26 +47,11 @@ func TestNode(t *testing.T) {
 		t.Skip("the node test runs with make test-node (CAPTF_NODE_TEST=1); not part of make test yet")
 	}
 	binDir := filepath.Join(root, "bin")
-	if err := controlplane.NodePrerequisites(binDir); err != nil {
-		t.Skipf("no node on this machine: %v", err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
+	cp := controlplane.StartNodeForTest(ctx, t, binDir, true)
 
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Node: true})
-	if err != nil {
-		t.Fatalf("starting the control plane and the node: %v", err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			cp.Stop()
-		}
-	}()
-	t.Logf("control plane and node Ready in %s (logs in %s)", time.Since(start).Round(time.Millisecond), filepath.Join(cp.Dir, "logs"))
-
-	start = time.Now()
 	images := filepath.Join(binDir, "captf-images")
 	for _, args := range [][]string{
 		{"captf", "-repo", root, "-address", controlplane.ContainerdAddress},
@@ -89,13 +74,7 @@ func TestNode(t *testing.T) {
 	t.Run("InClusterAPIThroughKubernetesService", func(t *testing.T) { inClusterAPI(ctx, t, kube) })
 	t.Run("PodToPodThroughService", func(t *testing.T) { podToService(ctx, t, kube) })
 
-	start = time.Now()
-	cp.Stop()
-	stopped = true
-	t.Logf("stopped and cleaned up in %s", time.Since(start).Round(time.Millisecond))
-	if left := controlplane.NodeLeftovers(); len(left) > 0 {
-		t.Errorf("the node left behind:\n  %s", strings.Join(left, "\n  "))
-	}
+	cp.StopAndCheck()
 }
 
 // restrictedNamespace creates a namespace enforcing Pod Security
