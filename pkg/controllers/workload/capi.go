@@ -119,72 +119,60 @@ func truncateForMessage(s string) string {
 	return s
 }
 
-// providerFields returns the Cluster API fields (SPEC T5) the outputs set
-// on obj: only fields still unset, only from valid outputs. It changes
-// obj and reports whether it did. A sensitive output is not in outputs
-// (T4), so it never reaches the spec.
-func providerFields(obj runtime.Object, outputs map[string]json.RawMessage) bool {
+// providerOutput parses the output that sets obj's Cluster API field
+// (SPEC T5). found is false when the module declares no such output (a
+// sensitive output is not in outputs, T4, so it never reaches the spec);
+// err says why the output cannot set field; set sets the field when it is
+// still unset and reports whether it did.
+func providerOutput(obj runtime.Object, outputs map[string]json.RawMessage) (field string, found bool, set func() bool, err error) {
 	switch o := obj.(type) {
 	case *v1alpha1.TerraformCluster:
 		raw, ok := outputs[outputControlPlaneEndpoint]
-		if !ok || !o.Spec.ControlPlaneEndpoint.IsZero() {
-			return false
-		}
 		ep, err := parseEndpoint(raw)
-		if err != nil {
-			return false
-		}
-		o.Spec.ControlPlaneEndpoint = ep
+		return "spec.controlPlaneEndpoint", ok, func() bool {
+			if !o.Spec.ControlPlaneEndpoint.IsZero() {
+				return false
+			}
+			o.Spec.ControlPlaneEndpoint = ep
+			return true
+		}, err
 	case *v1alpha1.TerraformMachine:
 		raw, ok := outputs[outputProviderID]
-		if !ok || o.Spec.ProviderID != "" {
-			return false
-		}
 		id, err := parseProviderID(raw)
-		if err != nil {
-			return false
-		}
-		o.Spec.ProviderID = id
+		return "spec.providerID", ok, func() bool {
+			if o.Spec.ProviderID != "" {
+				return false
+			}
+			o.Spec.ProviderID = id
+			return true
+		}, err
 	case *v1alpha1.TerraformMachinePool:
 		raw, ok := outputs[outputProviderIDList]
-		if !ok || len(o.Spec.ProviderIDList) > 0 {
-			return false
-		}
 		l, err := parseProviderIDList(raw)
-		if err != nil || len(l) == 0 {
-			return false
-		}
-		o.Spec.ProviderIDList = l
-	default:
-		return false
+		return "spec.providerIDList", ok, func() bool {
+			if len(o.Spec.ProviderIDList) > 0 || len(l) == 0 {
+				return false
+			}
+			o.Spec.ProviderIDList = l
+			return true
+		}, err
 	}
-	return true
+	return "", false, nil, nil
 }
 
-// providerOutputProblem checks the output of kind's Cluster API field
-// (SPEC T5), when the module declares it; "" when it is absent or valid.
-// The outputs step reports it once per read, in OutputsAvailable.
-func providerOutputProblem(kind string, outputs map[string]json.RawMessage) string {
-	var err error
-	var field string
-	switch kind {
-	case v1alpha1.KindTerraformCluster:
-		if raw, ok := outputs[outputControlPlaneEndpoint]; ok {
-			field = "spec.controlPlaneEndpoint"
-			_, err = parseEndpoint(raw)
-		}
-	case v1alpha1.KindTerraformMachine:
-		if raw, ok := outputs[outputProviderID]; ok {
-			field = "spec.providerID"
-			_, err = parseProviderID(raw)
-		}
-	case v1alpha1.KindTerraformMachinePool:
-		if raw, ok := outputs[outputProviderIDList]; ok {
-			field = "spec.providerIDList"
-			_, err = parseProviderIDList(raw)
-		}
-	}
-	if err == nil {
+// providerFields sets obj's Cluster API field from a valid output while it
+// is unset (SPEC T5) and reports whether it did.
+func providerFields(obj runtime.Object, outputs map[string]json.RawMessage) bool {
+	_, found, set, err := providerOutput(obj, outputs)
+	return found && err == nil && set()
+}
+
+// providerOutputProblem says why the output of obj's Cluster API field
+// cannot set it (SPEC T5); "" when the module declares none or it is
+// valid. The outputs step reports it once per read, in OutputsAvailable.
+func providerOutputProblem(obj runtime.Object, outputs map[string]json.RawMessage) string {
+	field, found, _, err := providerOutput(obj, outputs)
+	if !found || err == nil {
 		return ""
 	}
 	return fmt.Sprintf("%v, so it does not set %s", err, field)

@@ -67,7 +67,7 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 		w.status.Outputs = &runtime.RawExtension{Raw: encoded}
 		w.status.SensitiveOutputs = out.Sensitive
 		problem := ""
-		if p := providerOutputProblem(w.kind.name, out.Values); p != "" {
+		if p := providerOutputProblem(w.robj, out.Values); p != "" {
 			problem = "; " + p // T5: reported once per read
 		}
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
