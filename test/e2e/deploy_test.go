@@ -111,7 +111,15 @@ func (e *env) deployManager(ctx context.Context, t *testing.T) {
 	t.Logf("manager: 2 replicas available %s after kubectl apply -k", time.Since(start).Round(time.Millisecond))
 
 	// Leader election: one of the two pods holds the Lease.
-	e.waitFor(ctx, t, 2*time.Minute, "a replica holding the leader Lease", func() (bool, string) {
+	e.waitLeader(ctx, t, "a replica holding the leader Lease", "")
+	t.Logf("manager: %s holds the Lease %s/%s", e.leader, systemNamespace, managerName)
+}
+
+// waitLeader waits until a manager pod other than notPod holds the leader
+// Lease (its holder identity is "<pod>_<uuid>") and records it in e.leader.
+func (e *env) waitLeader(ctx context.Context, t *testing.T, what, notPod string) {
+	t.Helper()
+	e.waitFor(ctx, t, 2*time.Minute, what, func() (bool, string) {
 		lease, err := e.kube.CoordinationV1().Leases(systemNamespace).Get(ctx, managerName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -122,14 +130,13 @@ func (e *env) deployManager(ctx context.Context, t *testing.T) {
 		}
 		pods := e.managerPods(ctx, t)
 		for _, p := range pods {
-			if strings.HasPrefix(holder, p.Name) {
+			if p.Name != notPod && strings.HasPrefix(holder, p.Name+"_") {
 				e.leader = p.Name
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("holder %q, pods %v", holder, podNames(pods))
 	})
-	t.Logf("manager: %s holds the Lease %s/%s", e.leader, systemNamespace, managerName)
 }
 
 // managerPods are the manager's running pods.

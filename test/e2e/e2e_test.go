@@ -196,23 +196,7 @@ func (e *env) leaderFailover(ctx context.Context, t *testing.T) {
 	if err := e.kube.CoreV1().Pods(systemNamespace).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(ctx, t, 2*time.Minute, "another replica holding the Lease", func() (bool, string) {
-		lease, err := e.kube.CoordinationV1().Leases(systemNamespace).Get(ctx, managerName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		holder := ""
-		if lease.Spec.HolderIdentity != nil {
-			holder = *lease.Spec.HolderIdentity
-		}
-		for _, p := range e.managerPods(ctx, t) {
-			if p.Name != old && strings.HasPrefix(holder, p.Name+"_") {
-				e.leader = p.Name
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("holder %q", holder)
-	})
+	e.waitLeader(ctx, t, "another replica holding the Lease", old)
 	t.Logf("the Lease moved from %s to %s in %s", old, e.leader, time.Since(start).Round(time.Millisecond))
 	e.waitFor(ctx, t, 3*time.Minute, "the Deployment back to 2 available replicas", func() (bool, string) {
 		d, err := e.kube.AppsV1().Deployments(systemNamespace).Get(ctx, managerName, metav1.GetOptions{})
