@@ -122,14 +122,7 @@ func (b *bench) labelledMemory(ctx context.Context, rssBefore, heapBefore int64)
 	defer b.deleteLabelled()
 	fmt.Fprintf(b.log, "adding %d %d-byte Secrets labelled %s=true\n", n, size, v1alpha1.LabelMirrored)
 	err := parallel(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
-		payload := make([]byte, size)
-		_, _ = rand.Read(payload)
-		labels := map[string]string{v1alpha1.LabelMirrored: v1alpha1.LabelTrue}
-		if i%4 == 0 {
-			labels[v1alpha1.LabelManaged] = v1alpha1.LabelTrue
-		}
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: labelledNamespace, Name: fmt.Sprintf("labelled-%04d", i), Labels: labels},
-			Data: map[string][]byte{"payload": payload}}
+		s := faultkit.LabelledSecret(labelledNamespace, fmt.Sprintf("labelled-%04d", i), size, i)
 		_, err := b.e.kube.CoreV1().Secrets(labelledNamespace).Create(ctx, s, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil

@@ -57,14 +57,7 @@ func TestLabelledSecretFlood(t *testing.T) {
 	// under maxGrowth, so only a cache that keeps the data can fail it.
 	n := scale(120, 200)
 	err := faultkit.Parallel(f.Ctx, n, 4, func(ctx context.Context, i int) error {
-		payload := make([]byte, floodSize)
-		_, _ = rand.Read(payload)
-		labels := map[string]string{v1alpha1.LabelMirrored: v1alpha1.LabelTrue}
-		if i%4 == 0 {
-			labels[v1alpha1.LabelManaged] = v1alpha1.LabelTrue
-		}
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flood, Name: fmt.Sprintf("big-%03d", i), Labels: labels},
-			Data: map[string][]byte{"payload": payload}}
+		s := faultkit.LabelledSecret(flood, fmt.Sprintf("big-%03d", i), floodSize, i)
 		_, err := f.Env.Kube.CoreV1().Secrets(flood).Create(ctx, s, metav1.CreateOptions{})
 		return err
 	})
