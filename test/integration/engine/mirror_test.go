@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -194,12 +195,16 @@ func TestIdentitySwitchReleasesOldMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WaitMirror(ns, oldID, "old mirror", func(*corev1.Secret) bool { return true })
-	p, err = pools.Get(f.Ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.IdentityRef = &v1alpha1.IdentityReference{Name: newID}
-	if _, err := pools.Update(f.Ctx, p, metav1.UpdateOptions{}); err != nil {
+	// The manager writes the pool too (its finalizer, as the apply Job
+	// starts): retry the switch on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if p, err = pools.Get(f.Ctx, p.Name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		p.Spec.IdentityRef = &v1alpha1.IdentityReference{Name: newID}
+		_, err := pools.Update(f.Ctx, p, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	f.WaitMirror(ns, newID, "new mirror", func(m *corev1.Secret) bool { return credentials.HasOwnerReference(m.OwnerReferences, p.UID) })
