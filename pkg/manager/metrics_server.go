@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -69,7 +70,7 @@ func newMetricsServer(ctx context.Context, cfg *rest.Config, o *Options) (*metri
 	if !o.MetricsSecure {
 		logger.Info("WARNING: serving /metrics over plain HTTP without authentication (--metrics-secure=false); anyone who reaches the port reads every metric. For local debugging only (SPEC B4)",
 			"address", o.MetricsBindAddress)
-		s.handler = metricsHandler(nil)
+		s.handler = metricsHandler(nil, o.Profiling)
 		return s, nil
 	}
 
@@ -79,7 +80,7 @@ func newMetricsServer(ctx context.Context, cfg *rest.Config, o *Options) (*metri
 	if err != nil {
 		return nil, err
 	}
-	s.handler = metricsHandler(newScrapeAuth(logger.WithName("metrics"), reviewClient, clock.RealClock{}))
+	s.handler = metricsHandler(newScrapeAuth(logger.WithName("metrics"), reviewClient, clock.RealClock{}), o.Profiling)
 
 	s.tlsConfig = &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -149,14 +150,26 @@ func (s *metricsServer) run(ctx context.Context) error {
 
 // metricsHandler serves the legacy registry's /metrics, read-only, behind
 // auth when it is not nil. Never HandlerWithReset: a DELETE from anyone who
-// reaches the port would zero the counters alerts watch (B4).
-func metricsHandler(auth *scrapeAuth) http.Handler {
-	var h http.Handler = legacyregistry.Handler()
-	if auth != nil {
-		h = auth.wrap(h)
+// reaches the port would zero the counters alerts watch (B4). With
+// profiling, it serves Go's profiles under /debug/pprof/ behind the same
+// auth: the SubjectAccessReview asks for get on the profile's own path, so
+// RBAC grants them apart from /metrics (nonResourceURLs "/debug/pprof/*").
+func metricsHandler(auth *scrapeAuth, profiling bool) http.Handler {
+	guard := func(h http.Handler) http.Handler {
+		if auth != nil {
+			h = auth.wrap(h)
+		}
+		return readOnly(h)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", readOnly(h))
+	mux.Handle("/metrics", guard(legacyregistry.Handler()))
+	if profiling {
+		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
+	}
 	return mux
 }
 
@@ -166,7 +179,7 @@ func readOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed: /metrics is read-only", http.StatusMethodNotAllowed)
+			http.Error(w, "method not allowed: "+r.URL.Path+" is read-only", http.StatusMethodNotAllowed)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -46,12 +46,16 @@ type reviews struct {
 	tokenErr      error
 	accessErr     error
 	allowedUsers  map[string]bool
+	// allowedPaths are the non-resource URLs allowed users may get; a
+	// trailing "*" matches a prefix, as in RBAC.
+	allowedPaths []string
 	usersByToken  map[string]authenticationv1.UserInfo
 }
 
 func newReviews() *reviews {
 	return &reviews{
 		allowedUsers: map[string]bool{userReader: true},
+		allowedPaths: []string{"/metrics"},
 		usersByToken: map[string]authenticationv1.UserInfo{
 			tokenReader: {Username: userReader, UID: "uid-1", Groups: []string{"system:serviceaccounts", "system:authenticated"},
 				Extra: map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"prometheus-0"}}},
@@ -87,10 +91,19 @@ func (rv *reviews) client() *fake.Clientset {
 		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
 		rv.lastAccess = sar.DeepCopy()
 		nr := sar.Spec.NonResourceAttributes
-		sar.Status.Allowed = rv.allowedUsers[sar.Spec.User] && nr != nil && nr.Path == "/metrics" && nr.Verb == "get"
+		sar.Status.Allowed = rv.allowedUsers[sar.Spec.User] && nr != nil && rv.pathAllowed(nr.Path) && nr.Verb == "get"
 		return true, sar, nil
 	})
 	return c
+}
+
+func (rv *reviews) pathAllowed(path string) bool {
+	for _, p := range rv.allowedPaths {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(path, prefix) || p == path {
+			return true
+		}
+	}
+	return false
 }
 
 func (rv *reviews) counts() (tokens, access int) {
@@ -110,7 +123,7 @@ func newScrapeFixture(t *testing.T) *scrapeFixture {
 	logger, _ := ktesting.NewTestContext(t)
 	rv := newReviews()
 	clk := clocktesting.NewFakeClock(time.Now())
-	return &scrapeFixture{t: t, reviews: rv, clock: clk, handler: metricsHandler(newScrapeAuth(logger, rv.client(), clk))}
+	return &scrapeFixture{t: t, reviews: rv, clock: clk, handler: metricsHandler(newScrapeAuth(logger, rv.client(), clk), false)}
 }
 
 // do sends method /metrics with token (none when empty).
@@ -193,7 +206,7 @@ func TestMetricsNeverReset(t *testing.T) {
 	for name, handler := range map[string]func(*testing.T) *scrapeFixture{
 		"secure": newScrapeFixture,
 		"plain": func(t *testing.T) *scrapeFixture {
-			return &scrapeFixture{t: t, reviews: newReviews(), handler: metricsHandler(nil)}
+			return &scrapeFixture{t: t, reviews: newReviews(), handler: metricsHandler(nil, false)}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -387,4 +400,67 @@ func sampleLine(t *testing.T, body, series string) float64 {
 	}
 	t.Fatalf("no sample %s in /metrics", series)
 	return 0
+}
+
+// TestProfilingBehindMetricsAuth: --profiling serves /debug/pprof/ on the
+// metrics server only, and only to a caller whose SubjectAccessReview for
+// the profile's own path is allowed: being allowed /metrics is not enough
+// (SPEC B4's convention, applied to the profiles).
+func TestProfilingBehindMetricsAuth(t *testing.T) {
+	get := func(h http.Handler, method, path, token string) int {
+		r := httptest.NewRequest(method, "https://manager:8443"+path, nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	logger, _ := ktesting.NewTestContext(t)
+	newHandler := func(rv *reviews, profiling bool) http.Handler {
+		return metricsHandler(newScrapeAuth(logger, rv.client(), clocktesting.NewFakeClock(time.Now())), profiling)
+	}
+
+	t.Run("off by default", func(t *testing.T) {
+		rv := newReviews()
+		rv.allowedPaths = []string{"/metrics", "/debug/pprof/*"}
+		h := newHandler(rv, NewOptions().Profiling)
+		assert.Equal(t, http.StatusNotFound, get(h, http.MethodGet, "/debug/pprof/heap", tokenReader))
+		assert.Equal(t, http.StatusOK, get(h, http.MethodGet, "/metrics", tokenReader))
+	})
+
+	t.Run("allowed /metrics only", func(t *testing.T) {
+		rv := newReviews()
+		h := newHandler(rv, true)
+		assert.Equal(t, http.StatusOK, get(h, http.MethodGet, "/metrics", tokenReader))
+		assert.Equal(t, http.StatusForbidden, get(h, http.MethodGet, "/debug/pprof/heap", tokenReader))
+		rv.mu.Lock()
+		last := rv.lastAccess.Spec.NonResourceAttributes
+		rv.mu.Unlock()
+		require.NotNil(t, last)
+		assert.Equal(t, "/debug/pprof/heap", last.Path, "the review asks for the profile's own path")
+	})
+
+	t.Run("allowed the profiles", func(t *testing.T) {
+		rv := newReviews()
+		rv.allowedPaths = []string{"/debug/pprof/*"}
+		h := newHandler(rv, true)
+		assert.Equal(t, http.StatusUnauthorized, get(h, http.MethodGet, "/debug/pprof/heap", ""))
+		assert.Equal(t, http.StatusForbidden, get(h, http.MethodGet, "/debug/pprof/heap", tokenStranger))
+		assert.Equal(t, http.StatusOK, get(h, http.MethodGet, "/debug/pprof/heap", tokenReader))
+		assert.Equal(t, http.StatusOK, get(h, http.MethodGet, "/debug/pprof/goroutine?debug=1", tokenReader))
+		assert.Equal(t, http.StatusMethodNotAllowed, get(h, http.MethodPost, "/debug/pprof/symbol", tokenReader))
+		assert.Equal(t, http.StatusForbidden, get(h, http.MethodGet, "/metrics", tokenReader))
+	})
+}
+
+// TestProfilingNeedsTheMetricsServer: --profiling with the metrics server
+// off is refused at start, not silently ignored.
+func TestProfilingNeedsTheMetricsServer(t *testing.T) {
+	o := NewOptions()
+	o.Profiling = true
+	o.MetricsBindAddress = "0"
+	err := o.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--profiling needs the metrics server")
 }

@@ -60,6 +60,9 @@ type Options struct {
 	// MetricsCertDir holds tls.crt and tls.key for /metrics; empty means a
 	// self-signed certificate generated at start.
 	MetricsCertDir string
+	// Profiling serves Go's profiles under /debug/pprof/ on the metrics
+	// server, behind its authentication and authorization.
+	Profiling bool
 	// HealthProbeBindAddress serves /healthz and /readyz; "0" disables it.
 	HealthProbeBindAddress string
 	// RunnerImage is the image whose captf binary the Jobs' init container
@@ -120,6 +123,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, only to callers whose bearer token passes a TokenReview and a SubjectAccessReview for get on the non-resource URL /metrics (SPEC B4). false serves plain HTTP to anyone: local debugging only.")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with the /metrics tls.crt and tls.key; reloaded when they change. Empty: a self-signed certificate generated at start.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on the metrics endpoint, behind the same authentication and a SubjectAccessReview for get on the profile's path (RBAC nonResourceURLs \"/debug/pprof/*\"). A CPU profile may last at most 29 s (the server's write timeout).")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
 	fs.BoolVar(&o.RequireSourceConsent, "require-source-consent", o.RequireSourceConsent, "Use a source Secret only when it is labelled captf.io/credential=true and lists the identity in the annotation captf.io/credential-identities (SPEC C1). Recommended.")
@@ -145,6 +149,9 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookPort < 0 || o.WebhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port must be 0-65535, got %d", o.WebhookPort))
+	}
+	if o.Profiling && (o.MetricsBindAddress == "" || o.MetricsBindAddress == "0") {
+		errs = append(errs, errors.New("--profiling needs the metrics server: it serves /debug/pprof/ (--metrics-bind-address is 0)"))
 	}
 	if !o.MetricsSecure && o.MetricsCertDir != "" {
 		errs = append(errs, errors.New("--metrics-cert-dir needs --metrics-secure=true: plain HTTP uses no certificate"))

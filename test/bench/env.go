@@ -160,6 +160,9 @@ func (e *env) startManager(ctx context.Context, name string, args ...string) (*m
 	if e.cfg.workersSet {
 		o.Args = append(o.Args, "--workers="+strconv.Itoa(e.cfg.Workers))
 	}
+	if e.cfg.Profile != "" {
+		o.Args = append(o.Args, "--profiling")
+	}
 	o.Args = append(o.Args, args...)
 	o.Args = append(o.Args, e.cfg.ManagerArgs...)
 	fm, err := e.fw.StartManagerProcess(o, dir)

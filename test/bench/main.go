@@ -112,6 +112,9 @@ type Config struct {
 	WorkDir     string
 	Root        string
 	ManagerArgs []string
+	// Profile, when set, runs every manager with --profiling and writes
+	// CPU and heap profiles of the restart scenario into this directory.
+	Profile string
 }
 
 // defaultConfig is the full run of `make bench`.
@@ -245,6 +248,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.StringVar(&c.JSON, "json", "", "also write the results as JSON to this file ('-' for stdout)")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (control plane data and logs, manager logs)")
 	fs.StringVar(&c.WorkDir, "workdir", "", "parent of the work directory (default: the system's temporary directory)")
+	fs.StringVar(&c.Profile, "profile", "", "run the managers with --profiling and write the restart scenario's CPU profile (its first 25 s, from start) and heap profile (at idle) into this directory, for go tool pprof")
 	fs.StringVar(&c.Root, "root", "", "repository root (default: found from the working directory)")
 	var extra argList
 	fs.Var(&extra, "manager-arg", "extra flag for every manager run (repeatable), e.g. -manager-arg=--v=2")

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -41,12 +45,28 @@ func (b *bench) restart(ctx context.Context) error {
 	c, m, p := b.t.objects()
 	objects := c + m + p
 	started := time.Now()
-	if _, err := b.e.startManager(ctx, "restart", "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String()); err != nil {
+	mg, err := b.e.startManager(ctx, "restart", "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String())
+	if err != nil {
 		return err
+	}
+	cpu := make(chan error, 1)
+	if b.cfg.Profile != "" {
+		go func() {
+			cpu <- mg.saveProfile(ctx, "profile?seconds=25", filepath.Join(b.cfg.Profile, "restart-cpu.pprof"))
+		}()
 	}
 	idle, last, err := b.e.waitIdle(ctx)
 	if err != nil {
 		return err
+	}
+	if b.cfg.Profile != "" {
+		if err := <-cpu; err != nil {
+			return err
+		}
+		if err := mg.saveProfile(ctx, "heap?gc=1", filepath.Join(b.cfg.Profile, "restart-heap.pprof")); err != nil {
+			return err
+		}
+		fmt.Fprintf(b.e.log, "restart: profiles in %s (go tool pprof -top bin/captf %s)\n", b.cfg.Profile, filepath.Join(b.cfg.Profile, "restart-cpu.pprof"))
 	}
 	reqs := idle.Requests()
 	var writes, total float64
@@ -100,4 +120,34 @@ func (b *bench) identityPass(ctx context.Context) error {
 		r.fail("s4pass: %v mirror writes in an identity resync pass over converged objects (%s)", w, faultkit.FormatCounts(d.Writes()))
 	}
 	return nil
+}
+
+// saveProfile writes the manager's /debug/pprof/<name> (it runs with
+// --profiling when -profile is given) to file.
+func (m *manager) saveProfile(ctx context.Context, name, file string) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.MetricsURL+"/debug/pprof/"+name, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile %s of manager %s: %w", name, m.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("profile %s of manager %s: %s: %s", name, m.name, resp.Status, b)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
