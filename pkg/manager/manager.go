@@ -107,6 +107,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	}, reader, tracker, workloads.EnqueueOwners, d.Recorder, identity.Options{
 		Resync:               d.Options.IdentityResync,
 		RequireSourceConsent: d.Options.RequireSourceConsent,
+		WaitFor:              []cache.InformerSynced{workloads.HasSynced},
 	})
 	if err != nil {
 		return nil, err

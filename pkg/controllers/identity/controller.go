@@ -48,6 +48,11 @@ type Options struct {
 	Resync time.Duration
 	// RequireSourceConsent enforces SPEC C1.
 	RequireSourceConsent bool
+	// WaitFor are more conditions the first reconcile waits for: the
+	// workload controller's handlers, so that the users' keys are all in
+	// their queues before the first source reads begin and one read per
+	// identity serves them (SPEC P1).
+	WaitFor []cache.InformerSynced
 }
 
 // Informers are the informers the controller reads.
@@ -164,7 +169,7 @@ func (c *Controller) enqueueObject(obj interface{}) {
 // addIdentityHandler enqueues an identity on a spec or deletion change, not
 // on its own status writes (S3).
 func (c *Controller) addIdentityHandler(informer cache.SharedIndexInformer) error {
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	return c.handle(informer, cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueObject,
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
@@ -179,34 +184,58 @@ func (c *Controller) addIdentityHandler(informer cache.SharedIndexInformer) erro
 			c.enqueueObject(obj)
 		},
 	})
-	return err
 }
 
 // addAnnotationHandler enqueues the identity an object's captf.io/identity
 // annotation names, after mirrorEventDelay so that the burst of a fan-out
 // or a rotation costs about one pass.
 func (c *Controller) addAnnotationHandler(informer cache.SharedIndexInformer) error {
+	return c.handle(informer, c.annotationHandler())
+}
+
+// annotationHandler is addAnnotationHandler's handler. An object of the
+// informer's initial list enqueues nothing: every identity is enqueued by
+// its own initial add, and reconciled once the mirror and Job caches have
+// synced, so it sees them. Enqueued again a second later, each identity
+// would read its source a second time at start-up (SPEC P1: a key added
+// after a read began cannot use it).
+func (c *Controller) annotationHandler() cache.ResourceEventHandler {
 	byAnnotation := func(obj interface{}) {
 		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
 			c.EnqueueAfter(m.GetAnnotations()[v1alpha1.AnnotationIdentity], mirrorEventDelay)
 		}
 	}
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: byAnnotation,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj interface{}, isInInitialList bool) {
+			if !isInInitialList {
+				byAnnotation(obj)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			if oldObj.(metav1.Object).GetResourceVersion() != newObj.(metav1.Object).GetResourceVersion() {
 				byAnnotation(newObj)
 			}
 		},
 		DeleteFunc: byAnnotation,
-	})
-	return err
+	}
+}
+
+// handle registers h on informer, and makes Run wait until h has seen
+// every object of the informer's initial list, not only until the cache
+// has it (SPEC P1: the first reads begin after every initial add).
+func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := informer.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	c.synced = append(c.synced, reg.HasSynced)
+	return nil
 }
 
 // addNamespaceHandler enqueues, on a relabel, the identities with mirrors
 // in the namespace: they may no longer allow it (V5).
 func (c *Controller) addNamespaceHandler(informer cache.SharedIndexInformer, mirrorIndexer cache.Indexer) error {
-	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	return c.handle(informer, cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
 			if equality.Semantic.DeepEqual(o.Labels, n.Labels) {
@@ -222,7 +251,6 @@ func (c *Controller) addNamespaceHandler(informer cache.SharedIndexInformer, mir
 			}
 		},
 	})
-	return err
 }
 
 // Name is the controller's name in logs.
@@ -248,7 +276,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx).WithName("identity")
 	ctx = klog.NewContext(ctx, logger)
 	logger.Info("Starting controller", "workers", workers, "resync", c.opts.Resync)
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, append(c.synced, c.opts.WaitFor...)...) {
 		return
 	}
 	loop.Run(ctx, c.queue, workers, c.sync)

@@ -270,3 +270,21 @@ func TestSyncNamespacesBounded(t *testing.T) {
 	require.IsNonDecreasing(t, st.Namespaces)
 	require.Equal(t, int32(maxNamespaces+5), st.Mirrors.Total)
 }
+
+// P1 at start-up: a mirror or Job of the informers' initial list does not
+// enqueue its identity (the identity's own initial add does, and its
+// reconcile waits for those caches); enqueued again a second later, every
+// identity would read its source twice at each start. A mirror added
+// later does enqueue it, after mirrorEventDelay (S2).
+func TestInitialListMirrorEnqueuesNothing(t *testing.T) {
+	key := cache.ObjectName{Name: identityName}
+	f := newFixture(t, Options{Resync: resync})
+	m := newMirror(identityName, "team-a", sourceData())
+	h := f.c.annotationHandler()
+
+	h.OnAdd(m, true)
+	controllertest.RequireNothingQueued(t, f.queue, f.Clock, "a mirror of the initial list enqueued its identity")
+
+	h.OnAdd(m, false)
+	controllertest.RequireRequeuedAfter(t, f.queue, f.Clock, key, mirrorEventDelay)
+}

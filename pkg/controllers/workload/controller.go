@@ -256,6 +256,17 @@ func workloadChanged(oldObj, newObj interface{}) bool {
 		o.GetUID() != n.GetUID()
 }
 
+// HasSynced reports whether the caches are in and every handler has seen
+// its informer's initial list: every key of the start-up is queued.
+func (c *Controller) HasSynced() bool {
+	for _, synced := range c.synced {
+		if !synced() {
+			return false
+		}
+	}
+	return true
+}
+
 // handle registers h on informer, and makes Run wait until h has seen
 // every object of the informer's initial list, not only until the cache
 // has it: a worker that starts before the last initial add would read a
