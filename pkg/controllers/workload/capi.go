@@ -210,10 +210,12 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*work
 		return w, nil // not an object: nothing to take from it
 	}
 	// Only once the succeeded apply of this generation is recorded (T7): the
-	// write then names the generation it makes. Before that (a Job that
-	// met its success criteria but whose pod has not ended, so it is not
-	// recorded yet; or a newer generation still to apply) a write would
-	// make a generation the manager applies again.
+	// write then names the generation it makes. Outputs are never ahead of
+	// the record (outputsStep reads only after a recorded apply, T4), but
+	// they can be behind the spec: after a user's change (a new generation
+	// still to apply, e.g. the field cleared) a write would make a
+	// generation the record does not cover, which the manager would apply
+	// again.
 	if rec := w.status.LastApply; rec == nil || rec.Outcome != v1alpha1.RunSucceeded || !coversGeneration(w, rec) {
 		return w, nil
 	}

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -197,34 +198,29 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 }
 
 // T5, T7: a Job that met its success criteria while its pod still ends is
-// not recorded yet (not Finished): the outputs are read, but the fields
-// wait for the record, so the write names the generation it makes.
-// Found by the end-to-end test on a real node.
+// not recorded yet (not Finished), so its outputs are not read yet (T4
+// follows the record) and no field is written; once it is Complete and
+// recorded, the outputs are read and the field is written with the
+// generation it makes, which is not applied again. Found by the
+// end-to-end test on a real node, when the outputs were read ahead of the
+// record.
 func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 	const kind = v1alpha1.KindTerraformCluster
 	f := newFixture(t)
 	obj := workloadOf(kind, "obj", withFinalizer, generation(1))
-	j := newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)
-	var only []batchv1.JobCondition
-	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobSuccessCriteriaMet {
-			only = append(only, c)
-		}
-	}
-	require.Len(t, only, 1)
-	j.Status.Conditions = only
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
-		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)), j)
+		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
+		successCriteriaMetOnly(t, newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)))
 	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"control_plane_endpoint": `"cp:6443"`}))))
 	f.catchUp()
 
 	require.NoError(t, f.sync(kind, "obj"))
-	require.NotNil(t, f.lastStatus().Outputs, "outputs follow a successful apply (T4)")
+	require.Nil(t, f.lastStatus().Outputs, "no outputs before the apply is recorded (T4, T7)")
 	_, updated := f.find("update", resourceOf(kind), "")
 	require.False(t, updated, "no field before the apply is recorded")
 
-	// The pod ends: Complete, recorded, and the field is written with the
-	// generation it makes.
+	// The pod ends: Complete, recorded, read, and the field is written
+	// with the generation it makes.
 	finished := newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)
 	require.NoError(t, f.Kube.Tracker().Update(batchv1.SchemeGroupVersion.WithResource("jobs"), finished, testNS))
 	f.catchUp()
@@ -232,4 +228,36 @@ func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 	stored := f.storedObj(kind, "obj")
 	require.Equal(t, `{"host":"cp","port":6443}`, providerFieldOf(t, stored))
 	require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
+
+	// The API server made generation 2: not applied again (J1).
+	f.bumpGeneration(kind, "obj")
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Empty(t, f.createdJobs())
+}
+
+// T5, J1: published outputs wait for the apply of the object's generation.
+// A user who clears the field makes a new generation; until its apply is
+// recorded the outputs (of the generation before) set nothing, since the
+// write could not name a generation that the record covers. The apply
+// starts, and the field is set after it.
+func TestProviderFieldsWaitForTheGenerationsApply(t *testing.T) {
+	const kind = v1alpha1.KindTerraformCluster
+	f := newFixture(t)
+	obj := workloadOf(kind, "obj", withFinalizer, generation(2))
+	rec := succeededRecord(kind, obj)
+	withStatus(func(s *v1alpha1.WorkloadStatus) {
+		s.LastApply = rec
+		s.OutputsSource = &v1alpha1.OutputsSource{JobName: rec.JobName}
+		s.Outputs = &runtime.RawExtension{Raw: []byte(`{"control_plane_endpoint":"cp:6443"}`)}
+		s.Initialization = &v1alpha1.WorkloadInitialization{Provisioned: ptr.To(true)}
+	})(obj)
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)))
+	f.catchUp()
+
+	require.NoError(t, f.sync(kind, "obj"))
+	_, updated := f.find("update", resourceOf(kind), "")
+	require.False(t, updated, "no field before generation 2 is applied")
+	require.Equal(t, []string{jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2)}, f.createdJobNames())
+	require.Equal(t, `{}`, providerFieldOf(t, f.storedObj(kind, "obj")))
 }

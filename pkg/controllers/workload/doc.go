@@ -7,10 +7,11 @@
 // checks the namespace (N1-N6) and revokes when it is not allowed (V1), reads
 // the source Secret uncached, writes the namespace's mirror only when
 // something differs (M2-M8), and starts the apply Job for an unapplied
-// generation once credentials are ready (J1-J5, J7). After a newer
-// successful apply Job it reads the state once, uncached, and publishes its
-// outputs (T4, outputs.go, decoding in pkg/tfstate) and marks the object
-// provisioned (T5). A deleting object with
+// generation once credentials are ready (J1-J5, J7). When status.lastApply
+// records a successful apply that the last read did not follow (T7: the
+// record, not the Job cache), it reads the state once, uncached, and
+// publishes its outputs (T4, outputs.go, decoding in pkg/tfstate) and marks
+// the object provisioned (T5). A deleting object with
 // the finalizer gets a current mirror and a destroy Job, then cleanup (J8,
 // V2, V3). Conditions and events are those of SPEC section 10.
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,29 +22,31 @@ import (
 const statePageSize = 4
 
 // outputsStep publishes the outputs of the state after a successful apply
-// (SPEC T4) and marks the object provisioned (T5). The state is read once
-// per successful apply Job: status.outputsSource records the Job the last
-// read (good or not) followed, and only a newer one reads again, so a
+// (SPEC T4) and marks the object provisioned (T5). It follows the record,
+// not the Job cache: the state is read when status.lastApply (T7, recorded
+// by recordRuns earlier in this pass) is a succeeded apply that the last
+// read did not follow (status.outputsSource.jobName). So a Job whose
+// success criteria are met but whose pod has not ended (not recorded yet)
+// is not read ahead of its record, a recorded Job that is gone from the
+// cache is still read, and each recorded successful apply is read once: a
 // steady pass makes no request and a state that failed to read is not read
 // in a loop. The read is uncached (a GET; a labelled LIST only for a state
 // that Terraform split). A failure keeps the last good outputs. An API
 // error is returned (retried with backoff) and records nothing.
 func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
-	set, err := c.jobsOf(w)
-	if err != nil {
-		return err
-	}
-	j := newestSucceededApply(set)
-	if j == nil {
+	rec := w.status.LastApply
+	if rec == nil || rec.Outcome != v1alpha1.RunSucceeded {
+		// Nothing new to read; provisioned, once true, stays (T5).
 		return nil
 	}
 	if w.status.Initialization == nil {
 		w.status.Initialization = &v1alpha1.WorkloadInitialization{}
 	}
 	w.status.Initialization.Provisioned = ptr.To(true)
-	if !needsRead(w.status.OutputsSource, j) {
+	if src := w.status.OutputsSource; src != nil && src.JobName == rec.JobName {
 		return nil
 	}
+	job := rec.JobName
 	ns := w.obj.GetNamespace()
 	suffix := jobs.StateSuffix(w.kind.name, w.obj.GetName())
 	secret := ns + "/" + tfstate.SecretName(suffix)
@@ -58,9 +59,9 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	if err != nil && kind == 0 {
 		return fmt.Errorf("reading the Terraform state %s for outputs: %w", secret, err)
 	}
-	w.status.OutputsSource = &v1alpha1.OutputsSource{JobName: j.Name, JobCreationTimestamp: j.CreationTimestamp}
+	w.status.OutputsSource = c.outputsSource(w, job)
 	now := c.clock.Now()
-	logger := klog.FromContext(ctx).WithValues("secret", secret, "job", j.Name)
+	logger := klog.FromContext(ctx).WithValues("secret", secret, "job", job)
 	again := "the state is read again after the next successful apply"
 	switch kind {
 	case 0:
@@ -72,52 +73,41 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 		}
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
 			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)%s",
-			len(out.Values)+len(out.Sensitive), secret, j.Name, len(out.Sensitive), problem)
+			len(out.Values)+len(out.Sensitive), secret, job, len(out.Sensitive), problem)
 		logger.Info("Read Terraform outputs", "outputs", len(out.Values), "sensitiveOutputs", len(out.Sensitive))
 		return nil
 	case tfstate.KindNotFound:
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonStateNotFound,
-			"no state after apply Job %s: %v (does the module keep its state in the kubernetes backend captf configures?); %s", j.Name, err, again)
+			"no state after apply Job %s: %v (does the module keep its state in the kubernetes backend captf configures?); %s", job, err, again)
 	case tfstate.KindOutputsTooLarge:
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsTooLarge,
-			"state Secret %s after apply Job %s: %v; the last good outputs stay; mark large outputs sensitive or make them smaller; %s", secret, j.Name, err, again)
+			"state Secret %s after apply Job %s: %v; the last good outputs stay; mark large outputs sensitive or make them smaller; %s", secret, job, err, again)
 	default:
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsReadFailed,
-			"state Secret %s after apply Job %s: %v; the last good outputs stay; %s", secret, j.Name, err, again)
+			"state Secret %s after apply Job %s: %v; the last good outputs stay; %s", secret, job, err, again)
 	}
 	logger.Info("Could not publish Terraform outputs", "problem", kind.String(), "err", err)
 	return nil
 }
 
-// newestSucceededApply returns the newest apply Job of set that succeeded
-// (J7), nil when none did.
-func newestSucceededApply(set jobSet) *batchv1.Job {
-	var found *batchv1.Job
+// outputsSource is the status.outputsSource of a read that followed the
+// recorded apply Job named job. The Job's creation time is informational
+// (the read is decided from the name and status.lastApply): it is set from
+// the Job cache, which holds the Job in the usual case (recordRuns
+// recorded it from there in this pass), and left unset when the Job is
+// already gone (pruned, deleted, a TTL).
+func (c *Controller) outputsSource(w *workload, job string) *v1alpha1.OutputsSource {
+	src := &v1alpha1.OutputsSource{JobName: job}
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return src
+	}
 	for _, j := range set.all {
-		if jobs.ActionOf(j) != v1alpha1.JobActionApply {
-			continue
-		}
-		if out, _ := jobs.Status(j); out != jobs.Succeeded {
-			continue
-		}
-		if found == nil || newer(j, found) {
-			found = j
+		if j.Name == job {
+			src.JobCreationTimestamp = j.CreationTimestamp
 		}
 	}
-	return found
-}
-
-// needsRead reports whether j, the newest successful apply Job, is newer
-// than the one the last read followed. A Job created before the recorded
-// one (the newer Job was deleted) reads nothing.
-func needsRead(last *v1alpha1.OutputsSource, j *batchv1.Job) bool {
-	if last == nil {
-		return true
-	}
-	if last.JobName == j.Name {
-		return false
-	}
-	return !j.CreationTimestamp.Before(&last.JobCreationTimestamp)
+	return src
 }
 
 // readState reads the outputs of the state of suffix in namespace ns,

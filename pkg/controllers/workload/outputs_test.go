@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
@@ -157,6 +158,47 @@ func outputsOf(st *v1alpha1.WorkloadStatus) string {
 	return string(st.Outputs.Raw)
 }
 
+// successCriteriaMetOnly leaves j with only its SuccessCriteriaMet
+// condition: the Job controller has decided it succeeded but its pod has
+// not ended yet (no Complete), so it is not finished (J7) and T7 does not
+// record it yet.
+func successCriteriaMetOnly(t *testing.T, j *batchv1.Job) *batchv1.Job {
+	t.Helper()
+	var only []batchv1.JobCondition
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobSuccessCriteriaMet {
+			only = append(only, c)
+		}
+	}
+	require.Len(t, only, 1)
+	j.Status.Conditions = only
+	require.False(t, jobs.Finished(j))
+	return j
+}
+
+// withStatus edits the status of a seeded workload object of any kind.
+func withStatus(fn func(*v1alpha1.WorkloadStatus)) func(metav1.Object) {
+	return func(o metav1.Object) {
+		switch x := o.(type) {
+		case *v1alpha1.TerraformCluster:
+			fn(&x.Status)
+		case *v1alpha1.TerraformMachine:
+			fn(&x.Status)
+		case *v1alpha1.TerraformMachinePool:
+			fn(&x.Status)
+		}
+	}
+}
+
+// succeededRecord is status.lastApply of kind's object o after its apply
+// Job of generation 1 succeeded (T7).
+func succeededRecord(kind string, o metav1.Object) *v1alpha1.RunRecord {
+	return &v1alpha1.RunRecord{
+		Generation: 1, JobName: jobs.Name(kind, o.GetName(), o.GetUID(), v1alpha1.JobActionApply, 1),
+		Outcome: v1alpha1.RunSucceeded, FinishTime: metav1.NewTime(epoch.Add(-time.Hour)), Attempt: 1,
+	}
+}
+
 // T4, T5: after a successful apply the state is read once, uncached (one
 // GET of the state Secret), the non-sensitive outputs and the sensitive
 // names are published, and the object is provisioned; a steady pass then
@@ -298,6 +340,110 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 	}
 }
 
+// T4, T5, T7: the read follows status.lastApply, not the Job cache. A Job
+// whose success criteria are met but whose pod has not ended (no Complete
+// condition, so not finished and not recorded) is not read, however many
+// passes see it, and does not provision; once it is Complete, the pass
+// that records it reads the state exactly once. Found by the end-to-end
+// test on a real node: outputs read ahead of the record let T5's field
+// write make a generation the manager then applied again.
+func TestOutputsWaitForTheRecord(t *testing.T) {
+	for _, kind := range []string{v1alpha1.KindTerraformCluster, v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
+		t.Run(kind, func(t *testing.T) {
+			f := newFixture(t)
+			f.Secrets = append(f.Secrets, sensitiveOutput)
+			obj := workloadOf(kind, "obj", withFinalizer, generation(1))
+			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+				newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
+				successCriteriaMetOnly(t, newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)))
+			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-1"`}))))
+			calls := f.countStateCalls()
+			f.catchUp()
+
+			for i := 0; i < 3; i++ {
+				require.NoError(t, f.sync(kind, "obj"))
+				f.catchUp()
+				f.Clock.Step(syncPeriod)
+			}
+			require.Empty(t, calls.take(), "no read before the apply is recorded")
+			stored := f.storedObj(kind, "obj")
+			var st v1alpha1.WorkloadStatus
+			withStatus(func(s *v1alpha1.WorkloadStatus) { st = *s })(stored)
+			require.Nil(t, st.LastApply, "not finished: not recorded (T7)")
+			require.Nil(t, st.Outputs)
+			require.Nil(t, st.OutputsSource)
+			require.Nil(t, st.Initialization, "not provisioned before the record")
+			require.Empty(t, f.createdJobs())
+
+			// The pod ends: the Job is Complete, this pass records it and
+			// reads the state once.
+			finished := newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)
+			require.NoError(t, f.Kube.Tracker().Update(batchJobs(), finished, testNS))
+			f.catchUp()
+			require.NoError(t, f.sync(kind, "obj"))
+
+			require.Len(t, calls.take(), 1, "one read once the apply is recorded")
+			last := f.lastStatus()
+			require.Equal(t, finished.Name, last.LastApply.JobName)
+			require.Equal(t, v1alpha1.RunSucceeded, last.LastApply.Outcome)
+			require.Equal(t, finished.Name, last.OutputsSource.JobName)
+			require.True(t, last.OutputsSource.JobCreationTimestamp.Equal(&finished.CreationTimestamp), "informational, from the cache")
+			require.Equal(t, `{"id":"net-1"}`, outputsOf(last))
+			require.True(t, *last.Initialization.Provisioned)
+			requireCondition(t, last, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+
+			f.catchUp()
+			for i := 0; i < 3; i++ {
+				f.Clock.Step(syncPeriod)
+				require.NoError(t, f.sync(kind, "obj"))
+			}
+			require.Empty(t, calls.take(), "read exactly once")
+			require.Empty(t, f.writes())
+		})
+	}
+}
+
+// T4, T7: the read keys on the record, so a recorded successful apply
+// whose Job is gone from the cache (pruned, deleted, a TTL) before its
+// state was read is still read, once; jobCreationTimestamp, informational,
+// is then unset. No Job runs: the record says the generation is applied.
+func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
+	for _, kind := range []string{v1alpha1.KindTerraformCluster, v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
+		t.Run(kind, func(t *testing.T) {
+			f := newFixture(t)
+			f.Secrets = append(f.Secrets, sensitiveOutput)
+			obj := workloadOf(kind, "obj", withFinalizer, generation(1))
+			rec := succeededRecord(kind, obj)
+			withStatus(func(s *v1alpha1.WorkloadStatus) { s.LastApply = rec.DeepCopy() })(obj)
+			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+				newMirror(identityName, testNS, sourceData(), refOf(kind, obj)))
+			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-1"`}))))
+			calls := f.countStateCalls()
+			f.catchUp()
+
+			require.NoError(t, f.sync(kind, "obj"))
+
+			require.Equal(t, []string{"get " + testNS + "/" + tfstate.SecretName(jobs.StateSuffix(kind, "obj"))}, calls.take())
+			st := f.lastStatus()
+			require.Equal(t, rec.JobName, st.OutputsSource.JobName)
+			require.True(t, st.OutputsSource.JobCreationTimestamp.IsZero(), "the Job is gone: no creation time to give")
+			require.Equal(t, `{"id":"net-1"}`, outputsOf(st))
+			require.Equal(t, []string{"admin_password"}, st.SensitiveOutputs)
+			require.True(t, *st.Initialization.Provisioned)
+			require.Equal(t, rec, st.LastApply, "the record is kept as it is")
+			require.Empty(t, f.createdJobs())
+
+			f.catchUp()
+			for i := 0; i < 3; i++ {
+				f.Clock.Step(syncPeriod)
+				require.NoError(t, f.sync(kind, "obj"))
+			}
+			require.Empty(t, calls.take(), "read once")
+			require.Empty(t, f.writes())
+		})
+	}
+}
+
 // T4: only a successful apply reads the state; T5: only it provisions.
 func TestOutputsNotReadWithoutSuccessfulApply(t *testing.T) {
 	for name, outcome := range map[string]jobOutcome{"running": jobRunning, "failed": jobFailed, "deadline": jobDeadlineExceeded} {
@@ -327,8 +473,9 @@ func TestOutputsNotReadWithoutSuccessfulApply(t *testing.T) {
 }
 
 // T5: provisioned stays true after a later apply fails and after every
-// Job is gone (a TTL, pruning); T4: an older successful Job left after the
-// newer one was deleted reads nothing.
+// Job is gone (a TTL, pruning); T4, T7: the record decides, so an older
+// successful Job left after the recorded one was deleted reads nothing,
+// and neither does a failed apply.
 func TestOutputsProvisionedStaysTrue(t *testing.T) {
 	const kind = v1alpha1.KindTerraformCluster
 	f := newFixture(t)
@@ -341,8 +488,8 @@ func TestOutputsProvisionedStaysTrue(t *testing.T) {
 	require.Equal(t, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2), f.lastStatus().OutputsSource.JobName, "the newest successful apply")
 	f.catchUp()
 
-	// The generation-2 Job is deleted: generation 1's is older than the
-	// one read, so nothing is read.
+	// The generation-2 Job is deleted: the record still names it, so
+	// generation 1's Job, still in the cache, reads nothing.
 	jobsGVR := batchJobs()
 	require.NoError(t, f.Kube.Tracker().Delete(jobsGVR, testNS, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2)))
 	f.catchUp()
@@ -353,6 +500,7 @@ func TestOutputsProvisionedStaysTrue(t *testing.T) {
 	f.newGeneration(kind, obj, 3, jobFailed)
 	require.NoError(t, f.sync(kind, "obj"))
 	require.Empty(t, calls.take())
+	require.Equal(t, v1alpha1.RunFailed, f.lastStatus().LastApply.Outcome)
 	for _, g := range []int64{1, 3} {
 		require.NoError(t, f.Kube.Tracker().Delete(jobsGVR, testNS, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, g)))
 	}
@@ -368,14 +516,17 @@ func TestOutputsProvisionedStaysTrue(t *testing.T) {
 	require.True(t, *stored.Status.Initialization.Provisioned)
 }
 
-// An API error reading the state records nothing and is retried (the
-// sync returns it); the retry reads and publishes.
+// An API error reading the state records nothing about the read (no
+// outputsSource) and is retried (the sync returns it); the apply itself
+// stays recorded (T7). The retry reads once and publishes, even when the
+// Job was pruned in between: the read keys on the record.
 func TestOutputsAPIErrorIsRetried(t *testing.T) {
 	const kind = v1alpha1.KindTerraformCluster
 	f := newFixture(t)
 	obj := f.applied(kind, 1)
 	state := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`})))
 	f.putState(state)
+	calls := f.countStateCalls()
 	f.catchUp()
 	fail := true
 	f.prependKubeReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -387,14 +538,50 @@ func TestOutputsAPIErrorIsRetried(t *testing.T) {
 
 	err := f.sync(kind, "obj")
 	require.ErrorContains(t, err, "etcd is sad")
+	require.Len(t, calls.take(), 1)
 	st := f.lastStatus()
 	require.Nil(t, st.OutputsSource, "nothing recorded: the read is retried")
 	require.True(t, *st.Initialization.Provisioned)
+	job := jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 1)
+	require.Equal(t, job, st.LastApply.JobName, "the apply is recorded all the same")
 
 	fail = false
+	require.NoError(t, f.Kube.Tracker().Delete(batchJobs(), testNS, job))
 	f.catchUp()
 	require.NoError(t, f.sync(kind, "obj"))
-	requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	require.Len(t, calls.take(), 1)
+	st = f.lastStatus()
+	requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	require.Equal(t, job, st.OutputsSource.JobName)
+	require.Equal(t, `{"id":"a"}`, outputsOf(st))
+
+	f.catchUp()
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Empty(t, calls.take())
+}
+
+// T4 during a deletion: an apply that finishes while the object is being
+// deleted is recorded (T7: its outcome decides the destroy), but its state
+// is not read for outputs; the destroy Job starts.
+func TestOutputsNotReadDuringDeletion(t *testing.T) {
+	const kind = v1alpha1.KindTerraformCluster
+	f := newFixture(t)
+	obj := workloadOf(kind, "obj", deleting, generation(1))
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
+		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
+		newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded))
+	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`}))))
+	calls := f.countStateCalls()
+	f.catchUp()
+
+	require.NoError(t, f.sync(kind, "obj"))
+
+	require.Empty(t, calls.take())
+	st := f.lastStatus()
+	require.Equal(t, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 1), st.LastApply.JobName)
+	require.Nil(t, st.OutputsSource)
+	require.Nil(t, st.Outputs)
+	require.Equal(t, []string{jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionDestroy, 1)}, f.createdJobNames())
 }
 
 // T4, split state: a first chunk of exactly tfstate.ChunkSize bytes makes

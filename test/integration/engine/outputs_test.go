@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -268,5 +272,203 @@ func TestOutputsSplitState(t *testing.T) {
 	got := waitOutputs(f, ns, c.Name, j, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
 	if outputsJSON(got) != `{"id":"big-1"}` || fmt.Sprint(got.Status.SensitiveOutputs) != "[admin_password]" {
 		t.Errorf("T4 split state: outputs %s, sensitive %v", outputsJSON(got), got.Status.SensitiveOutputs)
+	}
+}
+
+// updateJobStatus edits a Job's status as the Job controller would (there
+// is no kubelet here), retrying on conflicts.
+func updateJobStatus(f *framework.Fixture, ns, name string, edit func(j *batchv1.Job, now metav1.Time)) {
+	f.T.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j, err := f.Env.Kube.BatchV1().Jobs(ns).Get(f.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(j, metav1.Now())
+		_, err = f.Env.Kube.BatchV1().Jobs(ns).UpdateStatus(f.Ctx, j, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+// setPaused adds or removes cluster.x-k8s.io/paused and waits for a pass
+// to report it: a pass that ran after the edit.
+func setPaused(f *framework.Fixture, ns, name string, paused bool) {
+	f.T.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c := f.GetCluster(ns, name)
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		if paused {
+			c.Annotations[v1alpha1.AnnotationPaused] = ""
+		} else {
+			delete(c.Annotations, v1alpha1.AnnotationPaused)
+		}
+		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	status, reason := metav1.ConditionFalse, v1alpha1.ReasonNotPaused
+	if paused {
+		status, reason = metav1.ConditionTrue, v1alpha1.ReasonPaused
+	}
+	f.WaitCondition(name, f.ClusterConds(ns, name), v1alpha1.ConditionPaused, status, reason)
+}
+
+// holdPod puts a finalizer of the test's on the pod of Job name, so that
+// when the Job controller deletes it, it stays Terminating (as a pod does
+// on a node while Terraform releases its state lock); the returned
+// function lets it go.
+func holdPod(f *framework.Fixture, ns, name string) (release func()) {
+	f.T.Helper()
+	const hold = "captf.test/hold"
+	pods := f.Env.Kube.CoreV1().Pods(ns)
+	var pod string
+	f.WaitFor("the pod of Job "+name, func() (bool, string) {
+		l, err := pods.List(f.Ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + name})
+		if err != nil || len(l.Items) == 0 {
+			return false, fmt.Sprintf("pods %v, err %v", len(l.Items), err)
+		}
+		pod = l.Items[0].Name
+		return true, ""
+	})
+	edit := func(add bool) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := pods.Get(f.Ctx, pod, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			fs := slices.DeleteFunc(p.Finalizers, func(s string) bool { return s == hold })
+			if add {
+				fs = append(fs, hold)
+			}
+			p.Finalizers = fs
+			_, err = pods.Update(f.Ctx, p, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err := edit(true); err != nil {
+		f.T.Fatal(err)
+	}
+	release = func() {
+		if err := edit(false); err != nil && !apierrors.IsNotFound(err) {
+			f.T.Error(err)
+		}
+	}
+	f.T.Cleanup(release)
+	return release
+}
+
+// TestOutputsWaitForTheRecord proves on the real API server, with the real
+// Job controller, that T4 follows T7's record: a Job whose success
+// criteria are met (SuccessCriteriaMet) while its pod is still terminating
+// has no Complete condition yet, so it is not recorded, its state is not
+// read and provisioned stays unset; once the pod is gone the Job
+// controller completes the Job, the apply is recorded and the state read.
+// The passes checked in between are the ones that report a pause and its
+// removal, both requested after the Job's status changed. The real-node
+// end-to-end test found this race (outputs read ahead of the record, then
+// a second apply).
+func TestOutputsWaitForTheRecord(t *testing.T) {
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "outputs-record", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	c := f.Cluster(ns, "rec", id)
+	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	j := applyJob(f, ns, 1)
+	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{"id": `"rec-1"`})))
+	release := holdPod(f, ns, j.Name)
+
+	updateJobStatus(f, ns, j.Name, func(j *batchv1.Job, now metav1.Time) {
+		j.Status.Succeeded = 1
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{
+			Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, Reason: "CompletionsReached",
+			Message: "Reached expected number of succeeded pods", LastProbeTime: now, LastTransitionTime: now,
+		})
+	})
+	for _, paused := range []bool{true, false} {
+		setPaused(f, ns, c.Name, paused)
+		got := f.GetCluster(ns, c.Name)
+		job, err := f.Env.Kube.BatchV1().Jobs(ns).Get(f.Ctx, j.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jobs.Finished(job) {
+			t.Fatalf("premise: Job %s must not be finished while its pod is held: %+v", j.Name, job.Status.Conditions)
+		}
+		if got.Status.LastApply != nil || got.Status.Outputs != nil || got.Status.OutputsSource != nil || got.Status.Initialization != nil {
+			t.Fatalf("T4, T7: before the Job is Complete nothing is recorded or read; lastApply %+v, outputs %s, outputsSource %+v, initialization %+v",
+				got.Status.LastApply, outputsJSON(got), got.Status.OutputsSource, got.Status.Initialization)
+		}
+	}
+
+	release()
+	got := waitOutputs(f, ns, c.Name, j, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	if got.Status.LastApply == nil || got.Status.LastApply.JobName != j.Name || got.Status.LastApply.Outcome != v1alpha1.RunSucceeded {
+		t.Errorf("T7: lastApply %+v, want %s Succeeded", got.Status.LastApply, j.Name)
+	}
+	if outputsJSON(got) != `{"id":"rec-1"}` || got.Status.Initialization == nil || !ptr.Deref(got.Status.Initialization.Provisioned, false) {
+		t.Errorf("T4, T5: outputs %s, initialization %+v", outputsJSON(got), got.Status.Initialization)
+	}
+	if n := len(f.Jobs(ns, v1alpha1.JobActionApply)); n != 1 {
+		t.Errorf("J1: %d apply Jobs, want 1", n)
+	}
+}
+
+// TestOutputsReadForARecordedJobThatIsGone: the read keys on T7's record,
+// so an object whose status.lastApply records a successful apply whose Job
+// no longer exists (pruned, a TTL, kubectl delete) before its state was
+// read gets its outputs all the same, without a new Job; and the API
+// server takes outputsSource without the deprecated jobCreationTimestamp
+// (optional now: there is no Job to take it from).
+func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "outputs-gone", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	// Paused, so no apply Job starts before the record is in place (T5).
+	c := &v1alpha1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone", Annotations: map[string]string{v1alpha1.AnnotationPaused: ""}},
+		Spec: v1alpha1.TerraformClusterSpec{
+			IdentityRef: &v1alpha1.IdentityReference{Name: id},
+			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},
+		},
+	}
+	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
+	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{"id": `"gone-1"`})))
+
+	// The record of an apply whose Job is gone.
+	gone := jobs.Name(v1alpha1.KindTerraformCluster, c.Name, c.UID, v1alpha1.JobActionApply, 1)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := f.GetCluster(ns, c.Name)
+		got.Status.LastApply = &v1alpha1.RunRecord{Generation: got.Generation, JobName: gone, Outcome: v1alpha1.RunSucceeded,
+			FinishTime: metav1.NewTime(time.Now().Add(-time.Minute).UTC().Truncate(time.Second)), Attempt: 1}
+		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).UpdateStatus(f.Ctx, got, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPaused(f, ns, c.Name, false)
+
+	got := waitOutputs(f, ns, c.Name, batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: gone}}, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+	if outputsJSON(got) != `{"id":"gone-1"}` || got.Status.Initialization == nil || !ptr.Deref(got.Status.Initialization.Provisioned, false) {
+		t.Errorf("T4, T5: outputs %s, initialization %+v", outputsJSON(got), got.Status.Initialization)
+	}
+	if !got.Status.OutputsSource.JobCreationTimestamp.IsZero() {
+		t.Errorf("outputsSource.jobCreationTimestamp %v: the Job is gone, it has none", got.Status.OutputsSource.JobCreationTimestamp)
+	}
+	if js := f.Jobs(ns, v1alpha1.JobActionApply); len(js) != 0 {
+		t.Errorf("T7: the record covers the generation, yet apply Job %s started", js[0].Name)
 	}
 }

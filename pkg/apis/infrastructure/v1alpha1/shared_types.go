@@ -186,9 +186,10 @@ type WorkloadStatus struct {
 
 	// OutputsSource is the successful apply Job after which the state was
 	// last read for outputs, whether that read succeeded or not. The state
-	// is read once per successful apply Job: only a newer one triggers
-	// another read (SPEC T4: a state that failed to read is not read again
-	// in a loop).
+	// is read once per successful apply recorded in lastApply: a read
+	// happens when lastApply is a succeeded apply of another Job than the
+	// one named here (SPEC T4: a state that failed to read is not read
+	// again in a loop; T7: the record, not the Job, decides).
 	// +optional
 	OutputsSource *OutputsSource `json:"outputsSource,omitempty"`
 
@@ -201,19 +202,25 @@ type WorkloadStatus struct {
 // OutputsSource names the apply Job whose state status.outputs reflects.
 type OutputsSource struct {
 	// JobName is the name of the successful apply Job, in the object's
-	// namespace.
+	// namespace: the jobName of status.lastApply when the state was read.
+	// The Job itself may be gone.
 	JobName string `json:"jobName"`
-	// JobCreationTimestamp is that Job's creation time, so that a later Job
-	// is told from an earlier one even after the Job itself is gone (a TTL,
-	// pruning, kubectl delete).
-	JobCreationTimestamp metav1.Time `json:"jobCreationTimestamp"`
+	// JobCreationTimestamp is that Job's creation time when the manager
+	// still saw the Job at the read; unset when the Job was already gone.
+	//
+	// Deprecated: informational only. The manager no longer compares it:
+	// whether to read is decided from jobName and status.lastApply (SPEC
+	// T7), which survive the Job. It was required before; it may be
+	// removed in a later API version.
+	// +optional
+	JobCreationTimestamp metav1.Time `json:"jobCreationTimestamp,omitempty"`
 }
 
 // WorkloadInitialization reports the Cluster API v1beta2 initialization of
 // an infrastructure object.
 type WorkloadInitialization struct {
-	// Provisioned is true once an apply Job of this object has succeeded,
-	// and stays true (SPEC T5; Cluster API's
+	// Provisioned is true once a succeeded apply Job of this object is
+	// recorded in lastApply, and stays true (SPEC T5; Cluster API's
 	// status.initialization.provisioned). Unset before.
 	// +optional
 	Provisioned *bool `json:"provisioned,omitempty"`
