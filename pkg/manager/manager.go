@@ -104,7 +104,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		Namespaces: d.Informers.Core().V1().Namespaces(),
 		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
 		Jobs:       d.JobInformers.Batch().V1().Jobs(),
-	}, reader, tracker, workloads.EnqueueOwners, d.Recorder, identity.Options{
+	}, reader, tracker, workloads.EnqueueOwnersStamped, d.Recorder, identity.Options{
 		Resync:               d.Options.IdentityResync,
 		RequireSourceConsent: d.Options.RequireSourceConsent,
 		WaitFor:              []cache.InformerSynced{workloads.HasSynced},

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -37,6 +38,10 @@ type inputs struct {
 	requireConsent bool
 	resync         time.Duration
 	now            time.Time
+	// read is the ticket of the source read: a stamp taken before the
+	// read began. It stamps the S4 enqueue (SPEC P1, see apply); decide
+	// does not use it.
+	read freshness.Stamp
 }
 
 // mirrorInput is a mirror with what the caches say about it.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
@@ -89,8 +90,9 @@ type Controller struct {
 	source *source.Reader
 	// conflicts are recorded by the workload controller (M7).
 	conflicts *conflicts.Tracker
-	// enqueueOwners enqueues a stale mirror's users (S4).
-	enqueueOwners func(metav1.Object)
+	// enqueueOwners enqueues the users of stale mirrors as one batch
+	// stamped at (S4, P1; see apply).
+	enqueueOwners func(at freshness.Stamp, mirrors ...metav1.Object)
 	// written holds the status last written per identity (S3 against what
 	// is stored, not only the cache).
 	written  *loop.Written[v1alpha1.TerraformClusterIdentityStatus]
@@ -106,12 +108,12 @@ type Controller struct {
 
 // NewController builds the controller; call before the informers start.
 func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
-	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, opts Options) (*Controller, error) {
+	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(freshness.Stamp, ...metav1.Object), recorder record.EventRecorder, opts Options) (*Controller, error) {
 	return newController(ctx, kube, captf, inf, reader, tracker, enqueueOwners, recorder, clock.RealClock{}, opts)
 }
 
 func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
-	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(metav1.Object), recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
+	reader *source.Reader, tracker *conflicts.Tracker, enqueueOwners func(freshness.Stamp, ...metav1.Object), recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
 	metrics.Register()
 	resolver, err := index.NewControllerIndexes(inf.Clusters, inf.Machines, inf.Pools, inf.Mirrors.Informer(), inf.Jobs.Informer())
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -96,6 +97,42 @@ func TestSyncNamespacesAndCounts(t *testing.T) {
 	require.Contains(t, c.Message, "1 of 4")
 	require.Equal(t, []string{"ns-d/" + mirrorName}, f.enqueuedOwners(), "S4: only the stale mirror's users")
 	require.Equal(t, []string{"update terraformclusteridentities/status " + identityName}, f.writes(), "no mirror is written (S1)")
+}
+
+// S4, P1: the users of every stale mirror are enqueued as one batch whose
+// stamp was taken before the source read that found the mirrors stale, so
+// that read serves all their reconciles: a rotation costs about one source
+// GET, not one per reconcile that a stamp taken later would force.
+func TestSyncEnqueuesStaleOwnersAsOneBatchStampedBeforeTheRead(t *testing.T) {
+	f := newFixture(t, Options{Resync: resync})
+	rotated := sourceData()
+	rotated["API_KEY"] = []byte("r0tated-VALUE-x1")
+	f.Secrets = append(f.Secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
+	old := sourceData()
+	f.seed(newIdentity(identityName, allowAll()), newSource(rotated),
+		newMirror(identityName, "ns-a", old),
+		newMirror(identityName, "ns-b", rotated),
+		newMirror(identityName, "ns-c", old),
+		newMirror(identityName, "ns-d", old),
+	)
+
+	before := freshness.Now()
+	require.NoError(t, f.sync(identityName))
+
+	batches := f.ownerBatches()
+	require.Len(t, batches, 1, "S4: one batch, one stamp, for every stale mirror's users")
+	require.ElementsMatch(t, []string{"ns-a/" + mirrorName, "ns-c/" + mirrorName, "ns-d/" + mirrorName}, batches[0].mirrors)
+	at := batches[0].at
+	gets := f.sourceGetStamps()
+	require.Len(t, gets, 1, "S1: one uncached read")
+	require.Greater(t, at, before, "stamped in this pass")
+	require.Less(t, at, gets[0], "stamped before the GET that found the mirrors stale")
+	// That read is the reader's only one, so it serves a ticket exactly
+	// when it began after the ticket (P1): a reconcile of the users, whose
+	// ticket is the batch's stamp, reuses it and makes no GET.
+	_, err := f.reader.Get(f.Ctx, at, sourceNS, sourceName)
+	require.NoError(t, err)
+	require.Len(t, f.sourceGetStamps(), 1, "the stamp is not later than the start of the read: the users reuse it")
 }
 
 // Section 13: MirrorsCurrent in each state.

@@ -15,7 +15,9 @@
 //     13). Only mirrors and Jobs of live users count (B2).
 //
 // When a mirror's hash differs from the source it enqueues that mirror's
-// users (S4), so a rotation lands within --identity-resync. It deletes
+// users (S4), so a rotation lands within --identity-resync: one batch per
+// pass, stamped with the ticket of the source read that found the mirrors
+// stale, so their reconciles reuse that read (P1). It deletes
 // mirrors in namespaces the identity no longer allows, every mirror of an
 // identity that is gone (V5), and every mirror of a source that may not be
 // used (C1, C2); the V5 revocation happens even when the source cannot be

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/source"
@@ -71,9 +72,22 @@ type fixture struct {
 	queue loop.Queue
 	c     *Controller
 
+	reader *source.Reader
+
 	mu       sync.Mutex
 	actions  []k8stesting.Action
 	enqueued []string
+	// batches are the S4 enqueues in order: each call's stamp and owners.
+	batches []ownerBatch
+	// sourceGets are stamps taken as each GET of the source reaches the
+	// fake API server: each read began before its own.
+	sourceGets []freshness.Stamp
+}
+
+// ownerBatch is one call of enqueueOwners (S4).
+type ownerBatch struct {
+	at      freshness.Stamp
+	mirrors []string
 }
 
 func newFixture(t *testing.T, opts Options) *fixture {
@@ -90,12 +104,18 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		Mirrors:    env.Mirrors.Core().V1().Secrets(),
 		Jobs:       env.Managed.Batch().V1().Jobs(),
 	}
-	enqueueOwners := func(o metav1.Object) {
+	enqueueOwners := func(at freshness.Stamp, ms ...metav1.Object) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.enqueued = append(f.enqueued, o.GetNamespace()+"/"+o.GetName())
+		b := ownerBatch{at: at}
+		for _, o := range ms {
+			b.mirrors = append(b.mirrors, o.GetNamespace()+"/"+o.GetName())
+		}
+		f.enqueued = append(f.enqueued, b.mirrors...)
+		f.batches = append(f.batches, b)
 	}
-	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, source.NewReader(f.Kube), f.Tracker, enqueueOwners, f.Recorder, f.Clock, opts)
+	f.reader = source.NewReader(f.Kube)
+	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, f.reader, f.Tracker, enqueueOwners, f.Recorder, f.Clock, opts)
 	require.NoError(t, err)
 	f.c = c
 	f.queue = c.queue
@@ -110,6 +130,10 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 	if a.GetVerb() != "list" && a.GetVerb() != "watch" {
 		f.mu.Lock()
 		f.actions = append(f.actions, a.DeepCopy())
+		if g, ok := a.(k8stesting.GetAction); ok && a.GetResource().Resource == "secrets" &&
+			g.GetNamespace() == sourceNS && g.GetName() == sourceName {
+			f.sourceGets = append(f.sourceGets, freshness.Now())
+		}
 		f.mu.Unlock()
 	}
 	return false, nil, nil
@@ -304,4 +328,18 @@ func (f *fixture) resetActions() {
 	defer f.mu.Unlock()
 	f.actions = nil
 	f.enqueued = nil
+	f.batches = nil
+	f.sourceGets = nil
+}
+
+func (f *fixture) ownerBatches() []ownerBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]ownerBatch(nil), f.batches...)
+}
+
+func (f *fixture) sourceGetStamps() []freshness.Stamp {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]freshness.Stamp(nil), f.sourceGets...)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/mirrors"
 	"github.com/captf/captf/pkg/credentials"
@@ -51,7 +52,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		identity.Status = out.status
 		return errors.Join(readErr, c.writeStatus(ctx, identity, before))
 	}
-	if err := c.apply(ctx, name, out, in.now); err != nil {
+	if err := c.apply(ctx, name, out, in.read, in.now); err != nil {
 		return err
 	}
 	identity.Status = out.status
@@ -69,9 +70,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 // that cannot be read is readErr, not err: the mirrors are still gathered
 // so that the V5 revocations happen (B8).
 func (c *Controller) gather(ctx context.Context, identity *v1alpha1.TerraformClusterIdentity) (in inputs, readErr, err error) {
-	in = inputs{identity: identity, requireConsent: c.opts.RequireSourceConsent, resync: c.opts.Resync, now: c.clock.Now()}
+	in = inputs{identity: identity, requireConsent: c.opts.RequireSourceConsent, resync: c.opts.Resync, now: c.clock.Now(),
+		read: c.source.Begin()}
 	ref := identity.Spec.SecretRef
-	src, err := c.source.Get(ctx, c.source.Begin(), ref.Namespace, ref.Name)
+	src, err := c.source.Get(ctx, in.read, ref.Namespace, ref.Name)
 	switch {
 	case err == nil:
 		in.source = src
@@ -138,9 +140,24 @@ func (c *Controller) gatherJobs(identity *v1alpha1.TerraformClusterIdentity) ([]
 // mirrors' users are enqueued (S4) and the staleness gauge updated even when
 // a deletion fails, since neither depends on it; a failed deletion fails the
 // pass before any status is written, so it is retried.
-func (c *Controller) apply(ctx context.Context, name string, out outcome, now time.Time) error {
-	for _, m := range out.enqueue {
-		c.enqueueOwners(m)
+//
+// The users are enqueued as one batch stamped read, the ticket this pass
+// read the source with (taken before that read began), not each at the
+// moment it is added. They are enqueued because their mirrors are stale
+// against that read, R, so by P1's freshness rule any read that began
+// after the ticket is fresh enough for them: the pass itself accepted any
+// such read. R has completed by now and the reader keeps its latest
+// completed read, so their reconciles get R or a later read; one rotation
+// costs about one source GET, not one per reconcile that a fresh stamp
+// (later than R) would force. A user enqueued later for a change keeps its
+// later stamp and reads afresh (loop.Queue.AddStamped).
+func (c *Controller) apply(ctx context.Context, name string, out outcome, read freshness.Stamp, now time.Time) error {
+	if len(out.enqueue) > 0 {
+		stale := make([]metav1.Object, len(out.enqueue))
+		for i, m := range out.enqueue {
+			stale[i] = m
+		}
+		c.enqueueOwners(read, stale...)
 	}
 	c.recordStaleness(name, out.stale, now)
 	return c.deleteMirrors(ctx, out.deletions)

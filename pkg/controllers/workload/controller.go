@@ -173,13 +173,38 @@ func (c *Controller) Enqueue(kind string, key cache.ObjectName) {
 }
 
 // EnqueueOwners enqueues the workload objects a mirror or Job names as
-// owners (M8); the identity controller uses it for S4.
+// owners (M8), each stamped as it is added: the mirror and Job event
+// handlers use it for a change, whose reconcile reads afresh (SPEC P1).
 func (c *Controller) EnqueueOwners(obj metav1.Object) {
+	eachOwner(obj, c.Enqueue)
+}
+
+// EnqueueOwnersStamped enqueues the owners of objs as one batch stamped at
+// (SPEC P1): a source read that began after at serves them all. The
+// identity controller uses it for S4 with the ticket of the source read
+// that found the mirrors stale, so its owners reuse that read.
+func (c *Controller) EnqueueOwnersStamped(at freshness.Stamp, objs ...metav1.Object) {
+	batches := map[string][]cache.ObjectName{}
+	for _, obj := range objs {
+		eachOwner(obj, func(kind string, key cache.ObjectName) {
+			batches[kind] = append(batches[kind], key)
+		})
+	}
+	for kind, keys := range batches {
+		if q, ok := c.queues[kind]; ok {
+			q.AddStamped(at, keys...)
+		}
+	}
+}
+
+// eachOwner calls fn with the kind and key of each owner of obj in our API
+// group (M8).
+func eachOwner(obj metav1.Object, fn func(kind string, key cache.ObjectName)) {
 	for _, ref := range obj.GetOwnerReferences() {
 		if gv := ref.APIVersion; gv != v1alpha1.SchemeGroupVersion.String() {
 			continue
 		}
-		c.Enqueue(ref.Kind, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+		fn(ref.Kind, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
 	}
 }
 

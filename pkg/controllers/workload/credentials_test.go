@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -325,6 +326,7 @@ func TestEnqueueOwners(t *testing.T) {
 		metav1.OwnerReference{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: v1alpha1.KindTerraformCluster, Name: "foreign", UID: "uid-f"},
 	)
 
+	before := freshness.Now()
 	f.c.EnqueueOwners(m)
 
 	want := map[string]string{v1alpha1.KindTerraformCluster: "c1", v1alpha1.KindTerraformMachine: "m1", v1alpha1.KindTerraformMachinePool: "p1"}
@@ -334,7 +336,48 @@ func TestEnqueueOwners(t *testing.T) {
 		key, _ := q.Get()
 		q.Done(key)
 		require.Equal(t, cache.ObjectName{Namespace: testNS, Name: name}, key)
+		require.Greater(t, q.AddedAt(key), before, "P1: a change's owners are stamped as they are added and read afresh")
 	}
+}
+
+// S4, P1: the identity controller's enqueue of stale mirrors' owners is one
+// batch with the stamp it passes (owners of our API group only); an owner
+// that a later change enqueued keeps its later stamp.
+func TestEnqueueOwnersStamped(t *testing.T) {
+	f := newFixture(t)
+	other := "ns-other"
+	a := newMirror(identityName, testNS, sourceData(),
+		refOf(v1alpha1.KindTerraformCluster, newCluster("c1")),
+		refOf(v1alpha1.KindTerraformMachine, newMachine("m1")),
+		metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d1", UID: "uid-d1"},
+	)
+	b := newMirror(identityName, other, sourceData(),
+		refOf(v1alpha1.KindTerraformCluster, newCluster("c2")),
+		refOf(v1alpha1.KindTerraformCluster, newCluster("c3")),
+	)
+	clusters := f.c.queues[v1alpha1.KindTerraformCluster]
+	at := freshness.Now()
+	clusters.Add(cache.ObjectName{Namespace: other, Name: "c3"}) // a change after the stamp
+	changed := clusters.AddedAt(cache.ObjectName{Namespace: other, Name: "c3"})
+
+	f.c.EnqueueOwnersStamped(at, a, b)
+
+	want := map[string][]cache.ObjectName{
+		v1alpha1.KindTerraformCluster: {{Namespace: testNS, Name: "c1"}, {Namespace: other, Name: "c2"}, {Namespace: other, Name: "c3"}},
+		v1alpha1.KindTerraformMachine: {{Namespace: testNS, Name: "m1"}},
+	}
+	for kind, keys := range want {
+		q := f.c.queues[kind]
+		require.Equal(t, len(keys), q.Len(), kind)
+		for _, key := range keys {
+			if key.Name == "c3" {
+				require.Equal(t, changed, q.AddedAt(key), "a later stamp is kept")
+				continue
+			}
+			require.Equal(t, at, q.AddedAt(key), "%s: the batch's stamp", key)
+		}
+	}
+	require.Zero(t, f.c.queues[v1alpha1.KindTerraformMachinePool].Len())
 }
 
 // M5: a reference with the same kind and name but an older UID (a deleted
