@@ -49,7 +49,7 @@ type reviews struct {
 	// allowedPaths are the non-resource URLs allowed users may get; a
 	// trailing "*" matches a prefix, as in RBAC.
 	allowedPaths []string
-	usersByToken  map[string]authenticationv1.UserInfo
+	usersByToken map[string]authenticationv1.UserInfo
 }
 
 func newReviews() *reviews {
