@@ -325,3 +325,37 @@ func TestInitialListMirrorEnqueuesNothing(t *testing.T) {
 	h.OnAdd(m, false)
 	controllertest.RequireRequeuedAfter(t, f.queue, f.Clock, key, mirrorEventDelay)
 }
+
+// P1 for the identity's own passes: a pass may use a source read that
+// began after the identity's key was last added to the queue. At start-up
+// the identity and its users are all queued before any read, so the
+// identity's pass reuses the read a user's reconcile began (one GET per
+// identity, not two); a pass whose key was added after that read reads
+// afresh (S1: every change is seen by a read after it).
+func TestPassReusesAReadThatBeganAfterTheAdd(t *testing.T) {
+	key := cache.ObjectName{Name: identityName}
+	f := newFixture(t, Options{Resync: resync})
+	f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()))
+
+	take := func() {
+		t.Helper()
+		got, _ := f.queue.Get()
+		f.queue.Done(got)
+		require.Equal(t, key, got)
+	}
+
+	f.queue.Add(key)
+	// A user's reconcile, queued after the identity, reads first.
+	_, err := f.reader.Get(f.Ctx, f.reader.Begin(), sourceNS, sourceName)
+	require.NoError(t, err)
+	require.Len(t, f.reads(), 1)
+	take()
+	require.NoError(t, f.sync(identityName))
+	require.Len(t, f.reads(), 1, "the pass read again although a read began after its key was added: %v", f.reads())
+
+	// Added again (a change) after that read: the pass reads afresh.
+	f.queue.Add(key)
+	take()
+	require.NoError(t, f.sync(identityName))
+	require.Len(t, f.reads(), 2, "the pass used a read that began before its key was added")
+}

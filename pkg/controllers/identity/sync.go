@@ -19,6 +19,7 @@ import (
 	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/controllers/mirrors"
+	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/credentials"
 )
 
@@ -37,7 +38,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	identity = identity.DeepCopy()
 	before := identity.Status.DeepCopy()
 
-	in, readErr, err := c.gather(ctx, identity)
+	in, readErr, err := c.gather(ctx, identity, c.ticket(key))
 	if err != nil {
 		return err
 	}
@@ -64,14 +65,29 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	return nil
 }
 
+// ticket is the freshness a pass for key needs (SPEC P1, as for the
+// workload objects): a source read that began after the key was last added
+// to the queue. Every reason to look at the identity again adds the key (a
+// change of it, of a mirror or Job, S1's timed requeue), so each sees a
+// read at least as new as itself; the identity's start-up pass reuses the
+// read its users' reconciles began, and theirs its. A key added again
+// while this pass runs will be passed again, with its own ticket; this
+// pass reads afresh.
+func (c *Controller) ticket(key cache.ObjectName) source.Ticket {
+	if t := c.queue.AddedAt(key); t != freshness.Never {
+		return t
+	}
+	return c.source.Begin()
+}
+
 // gather reads everything decide needs: the source uncached (S1), the
 // mirrors and Jobs from the caches with whether their namespace is allowed
 // and a live user owns them (B2), and the recorded conflicts (M7). A source
 // that cannot be read is readErr, not err: the mirrors are still gathered
 // so that the V5 revocations happen (B8).
-func (c *Controller) gather(ctx context.Context, identity *v1alpha1.TerraformClusterIdentity) (in inputs, readErr, err error) {
+func (c *Controller) gather(ctx context.Context, identity *v1alpha1.TerraformClusterIdentity, ticket source.Ticket) (in inputs, readErr, err error) {
 	in = inputs{identity: identity, requireConsent: c.opts.RequireSourceConsent, resync: c.opts.Resync, now: c.clock.Now(),
-		read: c.source.Begin()}
+		read: ticket}
 	ref := identity.Spec.SecretRef
 	src, err := c.source.Get(ctx, in.read, ref.Namespace, ref.Name)
 	switch {
