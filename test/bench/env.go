@@ -45,6 +45,9 @@ type env struct {
 	// managerRuns counts started managers (log file names).
 	managerRuns int
 	log         io.Writer
+	// profileNext, when set, is the file the next manager's CPU profile
+	// goes to: its first 25 s from the start of its process (-profile).
+	profileNext string
 }
 
 // startEnv starts the control plane, installs the CRDs and builds captf.
@@ -132,6 +135,9 @@ func (e *env) baselineClient() (kubernetes.Interface, error) {
 type manager struct {
 	*framework.Manager
 	name string
+	// cpuProfile reports the end of the CPU profile started with the
+	// process (env.profileNext), nil when none was.
+	cpuProfile chan error
 }
 
 // startManager stops the running manager, if any, and starts one named
@@ -171,6 +177,11 @@ func (e *env) startManager(ctx context.Context, name string, args ...string) (*m
 	}
 	m := &manager{Manager: fm, name: name}
 	e.mgr = m
+	if file := e.profileNext; file != "" {
+		e.profileNext = ""
+		m.cpuProfile = make(chan error, 1)
+		go func() { m.cpuProfile <- m.saveProfile(ctx, "profile?seconds=25", file) }()
+	}
 	fmt.Fprintf(e.log, "manager %q: %s (log %s)\n", name, strings.Join(o.Args, " "), m.LogPath)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

@@ -45,23 +45,20 @@ func (b *bench) restart(ctx context.Context) error {
 	c, m, p := b.t.objects()
 	objects := c + m + p
 	started := time.Now()
+	if b.cfg.Profile != "" {
+		b.e.profileNext = filepath.Join(b.cfg.Profile, "restart-cpu.pprof")
+	}
 	mg, err := b.e.startManager(ctx, "restart", "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String())
 	if err != nil {
 		return err
 	}
 	ready := time.Since(started)
-	cpu := make(chan error, 1)
-	if b.cfg.Profile != "" {
-		go func() {
-			cpu <- mg.saveProfile(ctx, "profile?seconds=25", filepath.Join(b.cfg.Profile, "restart-cpu.pprof"))
-		}()
-	}
 	idle, last, err := b.e.waitIdle(ctx)
 	if err != nil {
 		return err
 	}
-	if b.cfg.Profile != "" {
-		if err := <-cpu; err != nil {
+	if mg.cpuProfile != nil {
+		if err := <-mg.cpuProfile; err != nil {
 			return err
 		}
 		if err := mg.saveProfile(ctx, "heap?gc=1", filepath.Join(b.cfg.Profile, "restart-heap.pprof")); err != nil {
@@ -125,18 +122,25 @@ func (b *bench) identityPass(ctx context.Context) error {
 }
 
 // saveProfile writes the manager's /debug/pprof/<name> (it runs with
-// --profiling when -profile is given) to file.
+// --profiling when -profile is given) to file. The manager may have just
+// been started: a refused connection is retried for 10 s.
 func (m *manager) saveProfile(ctx context.Context, name, file string) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.MetricsURL+"/debug/pprof/"+name, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("profile %s of manager %s: %w", name, m.name, err)
+	var resp *http.Response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.MetricsURL+"/debug/pprof/"+name, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("profile %s of manager %s: %w", name, m.name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
