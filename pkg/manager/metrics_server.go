@@ -70,6 +70,9 @@ func newMetricsServer(ctx context.Context, cfg *rest.Config, o *Options) (*metri
 	if !o.MetricsSecure {
 		logger.Info("WARNING: serving /metrics over plain HTTP without authentication (--metrics-secure=false); anyone who reaches the port reads every metric. For local debugging only (SPEC B4)",
 			"address", o.MetricsBindAddress)
+		if o.Profiling {
+			logger.Info("WARNING: --profiling with --metrics-secure=false: anyone who reaches the port can profile the manager and read its goroutines' stacks")
+		}
 		s.handler = metricsHandler(nil, o.Profiling)
 		return s, nil
 	}
@@ -166,11 +169,26 @@ func metricsHandler(auth *scrapeAuth, profiling bool) http.Handler {
 	if profiling {
 		mux.Handle("/debug/pprof/", guard(http.HandlerFunc(pprof.Index)))
 		mux.Handle("/debug/pprof/cmdline", guard(http.HandlerFunc(pprof.Cmdline)))
-		mux.Handle("/debug/pprof/profile", guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/profile", guard(sampling(pprof.Profile)))
 		mux.Handle("/debug/pprof/symbol", guard(http.HandlerFunc(pprof.Symbol)))
-		mux.Handle("/debug/pprof/trace", guard(http.HandlerFunc(pprof.Trace)))
+		mux.Handle("/debug/pprof/trace", guard(sampling(pprof.Trace)))
 	}
 	return mux
+}
+
+// samplingWriteTimeout is the write deadline of a CPU profile or trace,
+// set once the request has passed its reviews: the server's 30 s deadline
+// runs from the request's headers, and the reviews may take 10 s of it.
+// pprof itself refuses a duration of 30 s or more (the server's
+// WriteTimeout), so 29 s always fits.
+const samplingWriteTimeout = 45 * time.Second
+
+// sampling serves a profile that samples for the request's seconds.
+func sampling(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(samplingWriteTimeout))
+		h(w, r)
+	})
 }
 
 // readOnly refuses every method but GET and HEAD, before any review: a

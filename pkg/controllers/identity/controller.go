@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
@@ -222,6 +223,29 @@ func (c *Controller) annotationHandler() cache.ResourceEventHandler {
 	}
 }
 
+// enqueueGone enqueues, once the caches have synced, every identity that
+// a mirror or Job names but that does not exist: one deleted while the
+// manager was down, or whose removal failed before a restart. Its pass
+// removes the mirrors (V5; it reads no source). The initial list's mirrors
+// and Jobs enqueue nothing themselves (annotationHandler), and a gone
+// identity has no initial add of its own.
+func (c *Controller) enqueueGone() {
+	named := map[string]bool{}
+	for _, idx := range []struct {
+		indexer cache.Indexer
+		name    string
+	}{{c.mirrorIndexer, index.MirrorIdentity}, {c.jobIndexer, index.JobIdentity}} {
+		for _, name := range idx.indexer.ListIndexFuncValues(idx.name) {
+			named[name] = true
+		}
+	}
+	for name := range named {
+		if _, err := c.identities.Get(name); apierrors.IsNotFound(err) {
+			c.Enqueue(name)
+		}
+	}
+}
+
 // handle registers h on informer, and makes Run wait until h has seen
 // every object of the informer's initial list, not only until the cache
 // has it (SPEC P1: the first reads begin after every initial add).
@@ -281,6 +305,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, append(c.synced, c.opts.WaitFor...)...) {
 		return
 	}
+	c.enqueueGone()
 	loop.Run(ctx, c.queue, workers, c.sync)
 	logger.Info("Stopped controller")
 }

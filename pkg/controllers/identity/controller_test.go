@@ -359,3 +359,22 @@ func TestPassReusesAReadThatBeganAfterTheAdd(t *testing.T) {
 	require.NoError(t, f.sync(identityName))
 	require.Len(t, f.reads(), 2, "the pass used a read that began before its key was added")
 }
+
+// V5 across a restart: the initial list's mirrors enqueue nothing, so an
+// identity deleted while the manager was down has to be found once the
+// caches have synced, or its mirrors would stay. Only identities that do
+// not exist are enqueued: the others have their own initial add.
+func TestStartEnqueuesGoneIdentities(t *testing.T) {
+	f := newFixture(t, Options{Resync: resync})
+	f.seed(newIdentity(identityName, allowAll()), newSource(sourceData()),
+		newMirror(identityName, "team-a", sourceData()),
+		newMirror("gone", "team-b", sourceData()))
+
+	f.c.enqueueGone()
+
+	controllertest.RequireQueued(t, f.queue, cache.ObjectName{Name: "gone"})
+	require.Zero(t, f.queue.Len(), "an identity that exists was enqueued too")
+
+	require.NoError(t, f.sync("gone"))
+	require.Contains(t, f.deletes(), "team-b/"+credentials.MirrorName("gone"), "the gone identity's mirror was not removed (V5)")
+}
