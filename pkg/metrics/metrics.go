@@ -2,7 +2,8 @@
 // registered in component-base's legacy registry beside the client-go,
 // workqueue and leader-election metrics that `captf manager` serves on
 // --metrics-bind-address. No label ever carries a Secret value or a hash
-// (SPEC X1): labels are results and reasons from fixed sets.
+// (SPEC X1): labels are results, reasons, Job actions, outcomes and retry
+// triggers from fixed sets, never an object, namespace or identity name.
 package metrics
 
 import (
@@ -85,12 +86,69 @@ var (
 	})
 )
 
+// Terraform Job runs (SPEC T7). Labels come from fixed sets: the action,
+// the outcome, the trigger. No object, namespace or identity is named (a
+// tenant's object count would become the series count); the Job names are
+// in the objects' status.lastApply and status.lastDestroy.
+const (
+	// Actions of a Job.
+	ActionApply   = "apply"
+	ActionDestroy = "destroy"
+
+	// Outcomes of a recorded run (status.lastApply.outcome and
+	// status.lastDestroy.outcome, in snake case).
+	OutcomeSucceeded        = "succeeded"
+	OutcomeFailed           = "failed"
+	OutcomeDeadlineExceeded = "deadline_exceeded"
+
+	// Why a retry Job started.
+	TriggerBackoff    = "backoff"    // the failed run's backoff (1m doubling to 30m) ended
+	TriggerAnnotation = "annotation" // a new value of captf.io/retry
+)
+
+var (
+	// JobRuns counts run outcomes this manager recorded in status.
+	JobRuns = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "captf_job_runs_total",
+		Help: "Finished apply and destroy Jobs whose outcome this manager process recorded in status.lastApply or status.lastDestroy, by action (apply, destroy) and outcome (succeeded, failed, deadline_exceeded). " +
+			"Counted once, when the status write that records the run succeeds; a record already in status when the manager starts is not counted again.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"action", "outcome"})
+
+	// JobRetries counts retry Jobs created.
+	JobRetries = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "captf_job_retries_total",
+		Help: "Jobs this manager created to run a generation's apply, or a pending destroy, again after a recorded run, by action (apply, destroy) and trigger: " +
+			"backoff (the failed run's backoff ended) or annotation (a new captf.io/retry value). Re-applies on rotation and first attempts of a generation are not retries.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"action", "trigger"})
+
+	// JobsPruned counts finished Jobs pruned.
+	JobsPruned = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name:           "captf_jobs_pruned_total",
+		Help:           "Finished Jobs this manager deleted beyond the newest 3 succeeded and 3 failed per object and action, by action (apply, destroy).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"action"})
+)
+
 var registerOnce sync.Once
 
 // Register registers the metrics once; safe to call from every constructor.
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
-			SourceWatches, SourceWatchErrors, SourceChanges)
+			SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned)
+		// Every series of the Job counters exists from the start at 0, so
+		// a rate or a ratio (failed over all runs) has both sides before
+		// the first failure.
+		for _, action := range []string{ActionApply, ActionDestroy} {
+			for _, outcome := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeDeadlineExceeded} {
+				JobRuns.WithLabelValues(action, outcome)
+			}
+			for _, trigger := range []string{TriggerBackoff, TriggerAnnotation} {
+				JobRetries.WithLabelValues(action, trigger)
+			}
+			JobsPruned.WithLabelValues(action)
+		}
 	})
 }

@@ -41,6 +41,14 @@ func (w *Written[T]) Record(uid types.UID, status T) {
 	w.last[uid] = status
 }
 
+// Last returns the status this process last wrote for uid, if any.
+func (w *Written[T]) Last(uid types.UID) (T, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.last[uid]
+	return last, ok
+}
+
 // Forget drops the record of uid (the object is gone).
 func (w *Written[T]) Forget(uid types.UID) {
 	w.mu.Lock()

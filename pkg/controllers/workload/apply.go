@@ -16,6 +16,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
 )
 
 // reportJob sets ApplyJobSucceeded from a Job (J7): running, or its
@@ -148,6 +149,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
 		switch n := reapplyNumber(w, set, rec, creds); {
 		case retryNew:
+			plan.trigger = metrics.TriggerAnnotation
 		case n > 0:
 			plan.reapply = n
 		case rec.Outcome == v1alpha1.RunSucceeded:
@@ -155,6 +157,8 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		case now.Before(next):
 			c.requeueAt(w, next, now)
 			return false, runPlan{}
+		default:
+			plan.trigger = metrics.TriggerBackoff
 		}
 	}
 	switch {
@@ -245,7 +249,12 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 	switch {
 	case err == nil:
 		c.echoes.wrote(cache.ObjectName{Namespace: created.Namespace, Name: created.Name}, created.ResourceVersion)
-		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "attempt", plan.attempt, "reapply", plan.reapply)
+		if plan.trigger != "" {
+			// T7: once per retry Job, on its creation (AlreadyExists below
+			// is a Job an earlier pass created and counted).
+			metrics.JobRetries.WithLabelValues(actionLabel(action), plan.trigger).Inc()
+		}
+		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "attempt", plan.attempt, "reapply", plan.reapply, "retryTrigger", plan.trigger)
 	case apierrors.IsAlreadyExists(err):
 		created = job
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):

@@ -10,6 +10,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
 )
 
 // namespaceTerminating reports whether namespace is being deleted.
@@ -112,6 +113,15 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		if !retryNew && now.Before(next) {
 			c.requeueAt(w, next, now)
 			return false, nil
+		}
+		// A retry runs the recorded generation again; a new generation's
+		// first destroy is not one.
+		switch {
+		case rec.Generation != gen:
+		case retryNew:
+			plan.trigger = metrics.TriggerAnnotation
+		default:
+			plan.trigger = metrics.TriggerBackoff
 		}
 	}
 	if !set.fresh {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
 )
 
 // SPEC T7: outcomes are recorded in status (lastApply, lastDestroy), failed
@@ -57,6 +58,11 @@ type runPlan struct {
 	reapply int
 	// retry is the captf.io/retry token the Job acts on, "" when none.
 	retry string
+	// trigger says why the Job runs its generation's action again after a
+	// recorded run (metrics.TriggerBackoff or metrics.TriggerAnnotation),
+	// for captf_job_retries_total; "" for a first attempt or a C6
+	// re-apply.
+	trigger string
 }
 
 // recordOf returns the record of a finished Job; nil while it runs. A Job
@@ -137,6 +143,63 @@ func recordRuns(w *workload, set jobSet, action v1alpha1.JobAction, now time.Tim
 		}
 	}
 	return *slot
+}
+
+// countRecorded counts in captf_job_runs_total each run that written, a
+// status this process has just stored, records and that was not recorded
+// before: its Job differs from the record in before, the status the write
+// replaced (the write carried the cached resourceVersion, so it succeeded
+// only when the store held that status), and from the record in last,
+// what this process wrote before (nil: nothing), in case a cache lags.
+// A record already in status when the manager starts, or a pass that
+// finds the same record again, counts nothing; a write that fails counts
+// nothing, and the pass that later writes the record counts it (T7).
+func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
+	slots := func(st *v1alpha1.WorkloadStatus) [2]*v1alpha1.RunRecord {
+		if st == nil {
+			return [2]*v1alpha1.RunRecord{}
+		}
+		return [2]*v1alpha1.RunRecord{st.LastApply, st.LastDestroy}
+	}
+	actions := [2]string{metrics.ActionApply, metrics.ActionDestroy}
+	now, was, wrote := slots(written), slots(before), slots(last)
+	for i, r := range now {
+		if r == nil || sameRun(r, was[i]) || sameRun(r, wrote[i]) {
+			continue
+		}
+		metrics.JobRuns.WithLabelValues(actions[i], outcomeLabel(r.Outcome)).Inc()
+	}
+}
+
+// sameRun reports whether two records are of one Job. The name says it:
+// Job names are deterministic per action, generation and attempt, and a
+// recorded Job is never recorded again (its finish time might differ).
+func sameRun(a, b *v1alpha1.RunRecord) bool {
+	return b != nil && a.JobName == b.JobName
+}
+
+// outcomeLabel is a record's outcome as captf_job_runs_total labels it.
+func outcomeLabel(o v1alpha1.RunOutcome) string {
+	switch o {
+	case v1alpha1.RunSucceeded:
+		return metrics.OutcomeSucceeded
+	case v1alpha1.RunDeadlineExceeded:
+		return metrics.OutcomeDeadlineExceeded
+	}
+	return metrics.OutcomeFailed
+}
+
+// actionLabel is a Job's action as the Job metrics label it: apply,
+// destroy, or unknown for a Job whose captf.io/action annotation is not
+// one the manager writes (a bounded set whatever the annotation says).
+func actionLabel(a v1alpha1.JobAction) string {
+	switch a {
+	case v1alpha1.JobActionApply:
+		return metrics.ActionApply
+	case v1alpha1.JobActionDestroy:
+		return metrics.ActionDestroy
+	}
+	return "unknown"
 }
 
 // nextAttempt returns the attempt number of the next Job of action for
@@ -294,6 +357,7 @@ func (c *Controller) deleteJob(ctx context.Context, j *batchv1.Job) error {
 	})
 	switch {
 	case err == nil:
+		metrics.JobsPruned.WithLabelValues(actionLabel(jobs.ActionOf(j))).Inc()
 		klog.FromContext(ctx).V(2).Info("Pruned finished Job", "job", klog.KObj(j))
 		return nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):

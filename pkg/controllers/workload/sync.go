@@ -105,11 +105,17 @@ func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alp
 	if !c.written.NeedsWrite(w.obj.GetUID(), *before, *w.status) {
 		return w, nil
 	}
+	var last *v1alpha1.WorkloadStatus
+	if l, ok := c.written.Last(w.obj.GetUID()); ok {
+		last = &l
+	}
 	stored, err := w.kind.updateStatus(ctx, w)
 	if err != nil {
 		return w, fmt.Errorf("updating status: %w", err)
 	}
 	c.written.Record(w.obj.GetUID(), *stored.status.DeepCopy())
+	// T7: a run counts once, when the write that records it succeeds.
+	countRecorded(stored.status, before, last)
 	return stored, nil
 }
 

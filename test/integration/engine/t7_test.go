@@ -14,6 +14,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/test/integration/framework"
+	"github.com/captf/captf/test/integration/framework/faultkit"
 )
 
 // TestT7OutcomesRecorded checks SPEC T7 against the API server: a
@@ -21,8 +22,14 @@ import (
 // Job (as kubectl delete does) never runs the generation again; a new
 // captf.io/retry value starts a new attempt Job at once, recorded in
 // status.observedRetry, and a failed attempt is recorded as such.
+//
+// The T7 metrics move by exactly this: one succeeded and four failed apply
+// runs recorded, four annotation retries, one pruned Job, whatever the
+// resyncs in between (a record is counted once, by the write that stores
+// it, against the real API server's resourceVersion checks).
 func TestT7OutcomesRecorded(t *testing.T) {
 	f := setup(t)
+	metricsBefore := scrapeJobMetrics(f)
 	ns := f.Env.CreateNamespace(t, "tenant", nil)
 	data := framework.DefaultData(secretValue)
 	id := f.Identity(f.Source(data), framework.List(ns))
@@ -122,6 +129,42 @@ func TestT7OutcomesRecorded(t *testing.T) {
 	if fmt.Sprint(left) != "[3 4 5]" {
 		t.Fatalf("T7: want the failed attempts 3, 4 and 5 kept and nothing new, got attempts %v", left)
 	}
+
+	got := map[string]float64{}
+	for _, s := range faultkit.Diff(metricsBefore, scrapeJobMetrics(f)) {
+		if s.Value != 0 {
+			got[s.Key()] = s.Value
+		}
+	}
+	want := map[string]float64{
+		`captf_job_runs_total{action="apply",outcome="succeeded"}`:     1,
+		`captf_job_runs_total{action="apply",outcome="failed"}`:        4,
+		`captf_job_retries_total{action="apply",trigger="annotation"}`: 4,
+		`captf_jobs_pruned_total{action="apply"}`:                      1,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("T7 metrics moved by %v, want %v", got, want)
+	}
+}
+
+// scrapeJobMetrics returns the manager's T7 Job counters.
+func scrapeJobMetrics(f *framework.Fixture) faultkit.Metrics {
+	f.T.Helper()
+	m, err := f.Manager.Scrape()
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	var out faultkit.Metrics
+	for _, s := range m {
+		switch s.Name {
+		case "captf_job_runs_total", "captf_job_retries_total", "captf_jobs_pruned_total":
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		f.T.Fatal("the manager serves no T7 Job metrics")
+	}
+	return out
 }
 
 // waitLastApply waits until the stored status.lastApply satisfies ok and
