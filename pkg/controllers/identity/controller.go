@@ -246,16 +246,10 @@ func (c *Controller) enqueueGone() {
 	}
 }
 
-// handle registers h on informer, and makes Run wait until h has seen
-// every object of the informer's initial list, not only until the cache
-// has it (SPEC P1: the first reads begin after every initial add).
+// handle registers h on informer; Run waits until h has seen the
+// informer's initial list (loop.Handle).
 func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-	reg, err := informer.AddEventHandler(h)
-	if err != nil {
-		return err
-	}
-	c.synced = append(c.synced, reg.HasSynced)
-	return nil
+	return loop.Handle(&c.synced, informer, h)
 }
 
 // addNamespaceHandler enqueues, on a relabel, the identities with mirrors

@@ -235,6 +235,20 @@ func RunResync(ctx context.Context, clk clock.WithTicker, period time.Duration, 
 	}
 }
 
+// Handle registers h on informer and appends to synced what reports that
+// h has seen every object of the informer's initial list, not only that
+// the cache has it: a worker that waits for it starts after the last
+// initial add, so no key of the start-up is added after a source read
+// began (SPEC P1).
+func Handle(synced *[]cache.InformerSynced, informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	reg, err := informer.AddEventHandler(h)
+	if err != nil {
+		return err
+	}
+	*synced = append(*synced, reg.HasSynced)
+	return nil
+}
+
 // KeyOf returns the key of an informer object, unwrapping a tombstone.
 func KeyOf(obj interface{}) (cache.ObjectName, bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {

@@ -292,17 +292,10 @@ func (c *Controller) HasSynced() bool {
 	return true
 }
 
-// handle registers h on informer, and makes Run wait until h has seen
-// every object of the informer's initial list, not only until the cache
-// has it: a worker that starts before the last initial add would read a
-// source that the keys added after the read began cannot use (SPEC P1).
+// handle registers h on informer; Run waits until h has seen the
+// informer's initial list (loop.Handle).
 func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-	reg, err := informer.AddEventHandler(h)
-	if err != nil {
-		return err
-	}
-	c.synced = append(c.synced, reg.HasSynced)
-	return nil
+	return loop.Handle(&c.synced, informer, h)
 }
 
 // addHandlers registers the event handlers: each only maps an event to
