@@ -232,11 +232,7 @@ func TestOutputsReadOncePerSuccessfulApply(t *testing.T) {
 			requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 
 			// Steady passes: nothing read, nothing written.
-			f.catchUp()
-			for i := 0; i < 3; i++ {
-				f.Clock.Step(syncPeriod)
-				require.NoError(t, f.sync(kind, "obj"))
-			}
+			f.steadyPasses(kind, "obj")
 			require.Empty(t, calls.take(), "a steady pass reads no state")
 			require.Empty(t, f.writes())
 		})
@@ -320,11 +316,7 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 			require.Equal(t, jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2), st.OutputsSource.JobName)
 
 			// Not read again in a loop.
-			f.catchUp()
-			for i := 0; i < 3; i++ {
-				f.Clock.Step(syncPeriod)
-				require.NoError(t, f.sync(kind, "obj"))
-			}
+			f.steadyPasses(kind, "obj")
 			require.Empty(t, calls.take(), "a failed state is not read again on a steady pass")
 			require.Empty(t, f.writes())
 
@@ -392,11 +384,7 @@ func TestOutputsWaitForTheRecord(t *testing.T) {
 			require.True(t, *last.Initialization.Provisioned)
 			requireCondition(t, last, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
 
-			f.catchUp()
-			for i := 0; i < 3; i++ {
-				f.Clock.Step(syncPeriod)
-				require.NoError(t, f.sync(kind, "obj"))
-			}
+			f.steadyPasses(kind, "obj")
 			require.Empty(t, calls.take(), "read exactly once")
 			require.Empty(t, f.writes())
 		})
@@ -433,11 +421,7 @@ func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
 			require.Equal(t, rec, st.LastApply, "the record is kept as it is")
 			require.Empty(t, f.createdJobs())
 
-			f.catchUp()
-			for i := 0; i < 3; i++ {
-				f.Clock.Step(syncPeriod)
-				require.NoError(t, f.sync(kind, "obj"))
-			}
+			f.steadyPasses(kind, "obj")
 			require.Empty(t, calls.take(), "read once")
 			require.Empty(t, f.writes())
 		})
@@ -629,4 +613,15 @@ func TestOutputsSplitState(t *testing.T) {
 
 func batchJobs() schema.GroupVersionResource {
 	return batchv1.SchemeGroupVersion.WithResource("jobs")
+}
+
+// steadyPasses brings the caches up to date and runs three passes of
+// kind/name one sync period apart, as the resync ticker would.
+func (f *fixture) steadyPasses(kind, name string) {
+	f.t.Helper()
+	f.catchUp()
+	for i := 0; i < 3; i++ {
+		f.Clock.Step(syncPeriod)
+		require.NoError(f.t, f.sync(kind, name))
+	}
 }
