@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -21,10 +20,7 @@ import (
 // (J1); the next user change of the spec is applied.
 func TestProviderFieldsFromOutputs(t *testing.T) {
 	f := setup(t)
-	ns := f.Env.CreateNamespace(t, "capi", nil)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := f.Cluster(ns, "cp", id)
-	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	ns, c, suffix := stateUser(t, f, "capi", "cp")
 
 	j := applyJob(f, ns, 1)
 	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{

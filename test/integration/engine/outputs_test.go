@@ -148,10 +148,7 @@ func outputsJSON(c *v1alpha1.TerraformCluster) string {
 // while the last good outputs stay; the next good state is read again.
 func TestOutputsFromKubernetesBackendState(t *testing.T) {
 	f := setup(t)
-	ns := f.Env.CreateNamespace(t, "outputs", nil)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := f.Cluster(ns, "net", id)
-	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	ns, c, suffix := stateUser(t, f, "outputs", "net")
 	name := tfstate.SecretName(suffix)
 
 	// Generation 1: a good state.
@@ -245,10 +242,7 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 // server accepts a part of exactly 1 MiB, so the split format is real.
 func TestOutputsSplitState(t *testing.T) {
 	f := setup(t)
-	ns := f.Env.CreateNamespace(t, "outputs-split", nil)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := f.Cluster(ns, "big", id)
-	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	ns, c, suffix := stateUser(t, f, "outputs-split", "big")
 	j := applyJob(f, ns, 1)
 
 	pad := make([]byte, 0, 4<<20)
@@ -376,10 +370,7 @@ func holdPod(f *framework.Fixture, ns, name string) (release func()) {
 // a second apply).
 func TestOutputsWaitForTheRecord(t *testing.T) {
 	f := setup(t)
-	ns := f.Env.CreateNamespace(t, "outputs-record", nil)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := f.Cluster(ns, "rec", id)
-	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
+	ns, c, suffix := stateUser(t, f, "outputs-record", "rec")
 	j := applyJob(f, ns, 1)
 	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{"id": `"rec-1"`})))
 	release := holdPod(f, ns, j.Name)
@@ -471,4 +462,15 @@ func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
 	if js := f.Jobs(ns, v1alpha1.JobActionApply); len(js) != 0 {
 		t.Errorf("T7: the record covers the generation, yet apply Job %s started", js[0].Name)
 	}
+}
+
+// stateUser creates a namespace named after prefix, an identity allowing
+// it and a TerraformCluster name there using it, and returns them with the
+// cluster's state suffix (T2).
+func stateUser(t *testing.T, f *framework.Fixture, prefix, name string) (string, *v1alpha1.TerraformCluster, string) {
+	t.Helper()
+	ns := f.Env.CreateNamespace(t, prefix, nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	c := f.Cluster(ns, name, id)
+	return ns, c, jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
 }
