@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -51,28 +51,10 @@ const appliedState = `{
 // initState is what `tofu init` writes when there is no state.
 const initState = `{"version":4,"terraform_version":"1.12.6","serial":1,"lineage":"0c6f","outputs":{},"resources":[],"check_results":null}`
 
-// gz compresses as the backend does (compress/gzip, default level).
-func gz(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	_, err := w.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, w.Close())
-	return b.Bytes()
-}
-
-// stateSecret is a state Secret exactly as the kubernetes backend writes it.
+// stateSecret is a state Secret in team-a exactly as the kubernetes
+// backend writes it.
 func stateSecret(name, suffix string, data []byte) corev1.Secret {
-	return corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "team-a",
-			Labels:      map[string]string{LabelState: "true", LabelSuffix: suffix, LabelWorkspace: Workspace, LabelManagedBy: "terraform"},
-			Annotations: map[string]string{"encoding": "gzip"},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{DataKey: data},
-	}
+	return *tfstatetest.Secret("team-a", name, suffix, data)
 }
 
 // requireKind checks err is an *Error of kind k whose message does not
@@ -85,7 +67,7 @@ func requireKind(t *testing.T, err error, k Kind) {
 }
 
 func TestDecodeAppliedState(t *testing.T) {
-	out, err := Decode(gz(t, []byte(appliedState)))
+	out, err := Decode(tfstatetest.Gzip([]byte(appliedState)))
 	require.NoError(t, err)
 	require.Equal(t, []string{"admin_password", "kubeconfig"}, out.Sensitive)
 	want := map[string]string{
@@ -116,7 +98,7 @@ func TestDecodeEmptyOutputs(t *testing.T) {
 		"destroyed":  `{"version":4,"serial":9,"outputs":{},"resources":[]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := Decode(gz(t, []byte(state)))
+			out, err := Decode(tfstatetest.Gzip([]byte(state)))
 			require.NoError(t, err)
 			require.Empty(t, out.Values)
 			require.Empty(t, out.Sensitive)
@@ -128,7 +110,7 @@ func TestDecodeEmptyOutputs(t *testing.T) {
 }
 
 func TestDecodeFailures(t *testing.T) {
-	valid := gz(t, []byte(appliedState))
+	valid := tfstatetest.Gzip([]byte(appliedState))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -141,14 +123,14 @@ func TestDecodeFailures(t *testing.T) {
 		{"truncated gzip", valid[:len(valid)/2], KindNotGzip},
 		{"corrupt checksum", append(append([]byte{}, valid[:len(valid)-8]...), 0, 0, 0, 0, 0, 0, 0, 0), KindNotGzip},
 		{"trailing garbage", append(append([]byte{}, valid...), []byte("garbage")...), KindNotGzip},
-		{"not JSON", gz(t, []byte("outputs = "+sensitiveValue)), KindNotJSON},
-		{"JSON syntax error next to a sensitive value", gz(t, []byte(`{"version":4,"outputs":{"pw":{"value":"`+sensitiveValue+`","sensitive":true}} x}`)), KindNotJSON},
-		{"JSON type error on a number", gz(t, []byte(`{"version":4,"outputs":{"pw":{"value":1,"sensitive":4242}}}`)), KindNotJSON},
-		{"top-level array", gz(t, []byte(`[1,2]`)), KindNotJSON},
-		{"top-level string", gz(t, []byte(`"`+sensitiveValue+`"`)), KindNotJSON},
-		{"no version", gz(t, []byte(`{"outputs":{}}`)), KindNotJSON},
-		{"version 3", gz(t, []byte(`{"version":3,"modules":[]}`)), KindUnsupported},
-		{"encrypted (OpenTofu)", gz(t, []byte(`{"meta":{"key_provider.pbkdf2.main":"eyJzYWx0Ijoi"},"encrypted_data":"`+base64.StdEncoding.EncodeToString([]byte(sensitiveValue))+`","encryption_version":"v0"}`)), KindEncrypted},
+		{"not JSON", tfstatetest.Gzip([]byte("outputs = " + sensitiveValue)), KindNotJSON},
+		{"JSON syntax error next to a sensitive value", tfstatetest.Gzip([]byte(`{"version":4,"outputs":{"pw":{"value":"` + sensitiveValue + `","sensitive":true}} x}`)), KindNotJSON},
+		{"JSON type error on a number", tfstatetest.Gzip([]byte(`{"version":4,"outputs":{"pw":{"value":1,"sensitive":4242}}}`)), KindNotJSON},
+		{"top-level array", tfstatetest.Gzip([]byte(`[1,2]`)), KindNotJSON},
+		{"top-level string", tfstatetest.Gzip([]byte(`"` + sensitiveValue + `"`)), KindNotJSON},
+		{"no version", tfstatetest.Gzip([]byte(`{"outputs":{}}`)), KindNotJSON},
+		{"version 3", tfstatetest.Gzip([]byte(`{"version":3,"modules":[]}`)), KindUnsupported},
+		{"encrypted (OpenTofu)", tfstatetest.Gzip([]byte(`{"meta":{"key_provider.pbkdf2.main":"eyJzYWx0Ijoi"},"encrypted_data":"` + base64.StdEncoding.EncodeToString([]byte(sensitiveValue)) + `","encryption_version":"v0"}`)), KindEncrypted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Decode(tc.data)
@@ -207,10 +189,10 @@ func TestDecodeAtTheCap(t *testing.T) {
 		tail := `"}`
 		return []byte(head + strings.Repeat("p", n-len(head)-len(tail)) + tail)
 	}
-	out, err := Decode(gz(t, pad(MaxStateBytes)))
+	out, err := Decode(tfstatetest.Gzip(pad(MaxStateBytes)))
 	require.NoError(t, err)
 	require.Equal(t, `"x"`, string(out.Values["a"]))
-	_, err = Decode(gz(t, pad(MaxStateBytes+1)))
+	_, err = Decode(tfstatetest.Gzip(pad(MaxStateBytes + 1)))
 	requireKind(t, err, KindTooLarge)
 }
 
@@ -250,7 +232,7 @@ func TestEncodeLimit(t *testing.T) {
 // outputs decodes, and Encode refuses it for status.
 func TestDecodeOverLimitFromState(t *testing.T) {
 	state := fmt.Sprintf(`{"version":4,"outputs":{"blob":{"value":%q,"type":"string"},"pw":{"value":%q,"type":"string","sensitive":true}}}`, strings.Repeat("b", 40<<10), sensitiveValue)
-	out, err := Decode(gz(t, []byte(state)))
+	out, err := Decode(tfstatetest.Gzip([]byte(state)))
 	require.NoError(t, err)
 	require.Equal(t, []string{"pw"}, out.Sensitive)
 	_, err = out.Encode()
@@ -286,7 +268,7 @@ func bigState(t *testing.T) ([]byte, string) {
 	require.NoError(t, err)
 	blob := base64.StdEncoding.EncodeToString(noise)
 	state := fmt.Sprintf(`{"version":4,"outputs":{"id":{"value":"net-1","type":"string"},"pw":{"value":%q,"type":"string","sensitive":true}},"resources":[{"blob":%q}]}`, sensitiveValue, blob)
-	return gz(t, []byte(state)), blob
+	return tfstatetest.Gzip([]byte(state)), blob
 }
 
 func TestAssembleSplitState(t *testing.T) {
@@ -350,9 +332,9 @@ func TestAssembleFailures(t *testing.T) {
 // FuzzDecode: any input gives either an *Error or outputs whose values are
 // valid JSON and whose sensitive names hold no value.
 func FuzzDecode(f *testing.F) {
-	f.Add(gz(f, []byte(appliedState)))
-	f.Add(gz(f, []byte(initState)))
-	f.Add(gz(f, []byte(`{"meta":{},"encrypted_data":"eA==","encryption_version":"v0"}`)))
+	f.Add(tfstatetest.Gzip([]byte(appliedState)))
+	f.Add(tfstatetest.Gzip([]byte(initState)))
+	f.Add(tfstatetest.Gzip([]byte(`{"meta":{},"encrypted_data":"eA==","encryption_version":"v0"}`)))
 	f.Add([]byte(appliedState))
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00})
 	f.Add(bombSingle(f, 1<<20))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 )
 
 // T5: control_plane_endpoint as an object or a host:port string.
@@ -123,7 +124,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 			f := newFixture(t)
 			f.Secrets = append(f.Secrets, sensitiveOutput)
 			obj := f.applied(tc.kind, 1)
-			f.putState(stateSecretOf(tc.kind, obj, "", gzipped(t, stateJSON(map[string]string{tc.output: tc.value}))))
+			f.putState(stateSecretOf(tc.kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{tc.output: tc.value}))))
 			f.catchUp()
 
 			require.NoError(t, f.sync(tc.kind, "obj"))
@@ -158,7 +159,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 func TestProviderFieldsLeftAlone(t *testing.T) {
 	const kind = v1alpha1.KindTerraformCluster
 	state := func(f *fixture, obj metav1.Object, value string) {
-		f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"control_plane_endpoint": value}))))
+		f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"control_plane_endpoint": value}))))
 		f.catchUp()
 	}
 	t.Run("set by hand", func(t *testing.T) {
@@ -211,7 +212,7 @@ func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
 		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
 		successCriteriaMetOnly(t, newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)))
-	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"control_plane_endpoint": `"cp:6443"`}))))
+	f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"control_plane_endpoint": `"cp:6443"`}))))
 	f.catchUp()
 
 	require.NoError(t, f.sync(kind, "obj"))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
+	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 )
 
 // sensitiveOutput is the value of a sensitive Terraform output: it never
@@ -30,29 +30,6 @@ import (
 // the fixture's X1 scan looks for it in every log line, event, condition
 // and status written.
 const sensitiveOutput = "tf-out-S3NSITIVE-9d1e"
-
-// stateJSON is an applied state with the given outputs (name to JSON
-// value) and one sensitive output, admin_password.
-func stateJSON(outputs map[string]string) []byte {
-	var b strings.Builder
-	b.WriteString(`{"version":4,"terraform_version":"1.12.6","serial":3,"lineage":"l","outputs":{`)
-	b.WriteString(`"admin_password":{"value":"` + sensitiveOutput + `","type":"string","sensitive":true}`)
-	for k, v := range outputs {
-		fmt.Fprintf(&b, `,%q:{"value":%s,"type":"string"}`, k, v)
-	}
-	b.WriteString(`},"resources":[]}`)
-	return []byte(b.String())
-}
-
-func gzipped(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	_, err := w.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, w.Close())
-	return b.Bytes()
-}
 
 // stateSecretOf is kind's object o's state Secret as the kubernetes backend
 // writes it (T2): gzip of the state JSON under key tfstate, its four labels
@@ -62,16 +39,9 @@ func stateSecretOf(kind string, o metav1.Object, name string, data []byte) *core
 	if name == "" {
 		name = tfstate.SecretName(suffix)
 	}
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: o.GetNamespace(), Name: name, UID: types.UID("uid-" + name),
-			Labels: map[string]string{"tfstate": "true", "tfstateSecretSuffix": suffix, "tfstateWorkspace": "default",
-				"app.kubernetes.io/managed-by": "terraform"},
-			Annotations: map[string]string{"encoding": "gzip"},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{"tfstate": data},
-	}
+	s := tfstatetest.Secret(o.GetNamespace(), name, suffix, data)
+	s.UID = types.UID("uid-" + name)
+	return s
 }
 
 // putState creates or replaces the state Secret in the fake API server.
@@ -209,7 +179,7 @@ func TestOutputsReadOncePerSuccessfulApply(t *testing.T) {
 			f := newFixture(t)
 			f.Secrets = append(f.Secrets, sensitiveOutput)
 			obj := f.applied(kind, 1)
-			state := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{
+			state := stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{
 				"provider_id": `"fake://m-1"`, "endpoint": `{"port": 6443, "host": "10.0.0.1"}`,
 			})))
 			require.Equal(t, jobs.StateSecretName(jobs.StateSuffix(kind, "obj")), state.Name, "T2's name")
@@ -262,15 +232,15 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 		{"no state Secret", func(*testing.T, *corev1.Secret) *corev1.Secret { return nil }, v1alpha1.ReasonStateNotFound},
 		{"no tfstate key", func(_ *testing.T, s *corev1.Secret) *corev1.Secret { s.Data = nil; return s }, v1alpha1.ReasonStateNotFound},
 		{"not gzip", func(_ *testing.T, s *corev1.Secret) *corev1.Secret {
-			s.Data["tfstate"] = stateJSON(nil)
+			s.Data["tfstate"] = tfstatetest.State(sensitiveOutput, nil)
 			return s
 		}, v1alpha1.ReasonOutputsReadFailed},
 		{"not JSON", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
-			s.Data["tfstate"] = gzipped(t, []byte("password = "+sensitiveOutput))
+			s.Data["tfstate"] = tfstatetest.Gzip([]byte("password = " + sensitiveOutput))
 			return s
 		}, v1alpha1.ReasonOutputsReadFailed},
 		{"encrypted", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
-			s.Data["tfstate"] = gzipped(t, []byte(`{"meta":{},"encrypted_data":"AAAA","encryption_version":"v0"}`))
+			s.Data["tfstate"] = tfstatetest.Gzip([]byte(`{"meta":{},"encrypted_data":"AAAA","encryption_version":"v0"}`))
 			return s
 		}, v1alpha1.ReasonOutputsReadFailed},
 		{"decompression bomb", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
@@ -278,7 +248,7 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 			return s
 		}, v1alpha1.ReasonOutputsReadFailed},
 		{"outputs over 32 KiB", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
-			s.Data["tfstate"] = gzipped(t, stateJSON(map[string]string{"blob": over}))
+			s.Data["tfstate"] = tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"blob": over}))
 			return s
 		}, v1alpha1.ReasonOutputsTooLarge},
 	}
@@ -288,7 +258,7 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 			f := newFixture(t)
 			f.Secrets = append(f.Secrets, sensitiveOutput)
 			obj := f.applied(kind, 1)
-			good := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-1"`})))
+			good := stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"net-1"`})))
 			f.putState(good)
 			calls := f.countStateCalls()
 			f.catchUp()
@@ -321,7 +291,7 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 			require.Empty(t, f.writes())
 
 			// The next successful apply reads the repaired state.
-			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-3"`}))))
+			f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"net-3"`}))))
 			f.newGeneration(kind, obj, 3, jobSucceeded)
 			require.NoError(t, f.sync(kind, "obj"))
 			require.Len(t, calls.take(), 1)
@@ -348,7 +318,7 @@ func TestOutputsWaitForTheRecord(t *testing.T) {
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
 				newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
 				successCriteriaMetOnly(t, newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded)))
-			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-1"`}))))
+			f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"net-1"`}))))
 			calls := f.countStateCalls()
 			f.catchUp()
 
@@ -405,7 +375,7 @@ func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
 			withStatus(func(s *v1alpha1.WorkloadStatus) { s.LastApply = rec.DeepCopy() })(obj)
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
 				newMirror(identityName, testNS, sourceData(), refOf(kind, obj)))
-			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"net-1"`}))))
+			f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"net-1"`}))))
 			calls := f.countStateCalls()
 			f.catchUp()
 
@@ -438,7 +408,7 @@ func TestOutputsNotReadWithoutSuccessfulApply(t *testing.T) {
 			f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
 				newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
 				newJob(kind, obj, v1alpha1.JobActionApply, 1, outcome))
-			f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(nil))))
+			f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, nil))))
 			calls := f.countStateCalls()
 			f.catchUp()
 
@@ -464,7 +434,7 @@ func TestOutputsProvisionedStaysTrue(t *testing.T) {
 	const kind = v1alpha1.KindTerraformCluster
 	f := newFixture(t)
 	obj := f.applied(kind, 2)
-	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`}))))
+	f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"a"`}))))
 	calls := f.countStateCalls()
 	f.catchUp()
 	require.NoError(t, f.sync(kind, "obj"))
@@ -508,7 +478,7 @@ func TestOutputsAPIErrorIsRetried(t *testing.T) {
 	const kind = v1alpha1.KindTerraformCluster
 	f := newFixture(t)
 	obj := f.applied(kind, 1)
-	state := stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`})))
+	state := stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"a"`})))
 	f.putState(state)
 	calls := f.countStateCalls()
 	f.catchUp()
@@ -554,7 +524,7 @@ func TestOutputsNotReadDuringDeletion(t *testing.T) {
 	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj.(runtime.Object),
 		newMirror(identityName, testNS, sourceData(), refOf(kind, obj)),
 		newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded))
-	f.putState(stateSecretOf(kind, obj, "", gzipped(t, stateJSON(map[string]string{"id": `"a"`}))))
+	f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip(tfstatetest.State(sensitiveOutput, map[string]string{"id": `"a"`}))))
 	calls := f.countStateCalls()
 	f.catchUp()
 
@@ -582,9 +552,9 @@ func TestOutputsSplitState(t *testing.T) {
 	for x := uint32(1); len(pad) < cap(pad); x = x*1664525 + 1013904223 {
 		pad = append(pad, "abcdefghijklmnopqrstuvwxyz0123456789"[x>>24%36])
 	}
-	state := stateJSON(map[string]string{"id": `"net-1"`})
+	state := tfstatetest.State(sensitiveOutput, map[string]string{"id": `"net-1"`})
 	state = append(state[:len(state)-1], []byte(`,"padding":"`+string(pad)+`"}`)...)
-	compressed := gzipped(t, state)
+	compressed := tfstatetest.Gzip(state)
 	require.Greater(t, len(compressed), 2*tfstate.ChunkSize)
 	suffix := jobs.StateSuffix(kind, "obj")
 	for i := 0; len(compressed) > 0; i++ {

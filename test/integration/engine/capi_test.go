@@ -10,6 +10,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/tfstate"
+	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -23,7 +24,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 	ns, c, suffix := stateUser(t, f, "capi", "cp")
 
 	j := applyJob(f, ns, 1)
-	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{
+	writeState(f, ns, suffix, tfstate.SecretName(suffix), tfstatetest.Gzip(tfstatetest.State(sensitiveOutputValue, map[string]string{
 		"control_plane_endpoint": `"[2001:db8::10]:6443"`,
 	})))
 	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {

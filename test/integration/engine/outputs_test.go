@@ -23,6 +23,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
+	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 	"github.com/captf/captf/test/integration/framework"
 )
 
@@ -30,32 +31,6 @@ import (
 // states these tests write: it must never leave the state Secret (T4), and
 // TestX1NoSecretValueAnywhere scans for it at the end (X1).
 const sensitiveOutputValue = "x1-tf-output-S3NSITIVE-51c2"
-
-// backendState is an applied state as OpenTofu writes it, with the given
-// non-sensitive outputs (name to JSON value) and a sensitive one.
-func backendState(outputs map[string]string) []byte {
-	var b strings.Builder
-	b.WriteString(`{"version":4,"terraform_version":"1.12.6","serial":4,"lineage":"6c1d","outputs":{`)
-	b.WriteString(`"admin_password":{"value":"` + sensitiveOutputValue + `","type":"string","sensitive":true}`)
-	for k, v := range outputs {
-		fmt.Fprintf(&b, `,%q:{"value":%s,"type":"string"}`, k, v)
-	}
-	b.WriteString(`},"resources":[],"check_results":null}`)
-	return []byte(b.String())
-}
-
-func gzipOf(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	w := gzip.NewWriter(&b)
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // writeState stores data as the kubernetes backend's Put does: GET the
 // Secret; if missing, CREATE it with the four labels and the encoding
@@ -72,12 +47,7 @@ func writeState(f *framework.Fixture, ns, suffix, name string, data []byte) {
 	}
 	s, err := secrets.Get(f.Ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		s, err = secrets.Create(f.Ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: ns,
-			Labels: map[string]string{tfstate.LabelState: "true", tfstate.LabelSuffix: suffix, tfstate.LabelWorkspace: tfstate.Workspace,
-				tfstate.LabelManagedBy: "terraform"},
-			Annotations: map[string]string{"encoding": "gzip"},
-		}}, metav1.CreateOptions{})
+		s, err = secrets.Create(f.Ctx, tfstatetest.Secret(ns, name, suffix, nil), metav1.CreateOptions{})
 	}
 	if err != nil {
 		f.T.Fatal(err)
@@ -153,12 +123,12 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 
 	// Generation 1: a good state.
 	j := applyJob(f, ns, 1)
-	good := backendState(map[string]string{
+	good := tfstatetest.State(sensitiveOutputValue, map[string]string{
 		"endpoint": `{"host": "10.0.0.1", "port": 6443}`,
 		"zones":    `["a", "b"]`,
 		"html":     `"<a&b>"`,
 	})
-	writeState(f, ns, suffix, name, gzipOf(t, good))
+	writeState(f, ns, suffix, name, tfstatetest.Gzip(good))
 	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +166,11 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 		data   []byte
 		reason v1alpha1.ConditionReason
 	}{
-		{"not gzip", backendState(nil), v1alpha1.ReasonOutputsReadFailed},
-		{"not JSON", gzipOf(t, []byte("admin_password = "+sensitiveOutputValue)), v1alpha1.ReasonOutputsReadFailed},
-		{"encrypted", gzipOf(t, []byte(`{"meta":{"key_provider.pbkdf2.k":"e30="},"encrypted_data":"AAAA","encryption_version":"v0"}`)), v1alpha1.ReasonOutputsReadFailed},
+		{"not gzip", tfstatetest.State(sensitiveOutputValue, nil), v1alpha1.ReasonOutputsReadFailed},
+		{"not JSON", tfstatetest.Gzip([]byte("admin_password = " + sensitiveOutputValue)), v1alpha1.ReasonOutputsReadFailed},
+		{"encrypted", tfstatetest.Gzip([]byte(`{"meta":{"key_provider.pbkdf2.k":"e30="},"encrypted_data":"AAAA","encryption_version":"v0"}`)), v1alpha1.ReasonOutputsReadFailed},
 		{"decompression bomb (24 MiB from " + strconv.Itoa(len(bomb)) + " bytes)", bomb, v1alpha1.ReasonOutputsReadFailed},
-		{"outputs over 32 KiB", gzipOf(t, backendState(map[string]string{"blob": `"` + strings.Repeat("b", 40<<10) + `"`})), v1alpha1.ReasonOutputsTooLarge},
+		{"outputs over 32 KiB", tfstatetest.Gzip(tfstatetest.State(sensitiveOutputValue, map[string]string{"blob": `"` + strings.Repeat("b", 40<<10) + `"`})), v1alpha1.ReasonOutputsTooLarge},
 		{"no state Secret", nil, v1alpha1.ReasonStateNotFound},
 	}
 	for i, step := range steps {
@@ -226,7 +196,7 @@ func TestOutputsFromKubernetesBackendState(t *testing.T) {
 	gen := int64(len(steps) + 2)
 	nextGeneration(f, ns, c.Name, int(gen))
 	j = applyJob(f, ns, gen)
-	writeState(f, ns, suffix, name, gzipOf(t, backendState(map[string]string{"id": `"net-2"`})))
+	writeState(f, ns, suffix, name, tfstatetest.Gzip(tfstatetest.State(sensitiveOutputValue, map[string]string{"id": `"net-2"`})))
 	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -249,9 +219,9 @@ func TestOutputsSplitState(t *testing.T) {
 	for x := uint32(7); len(pad) < cap(pad); x = x*1664525 + 1013904223 {
 		pad = append(pad, "abcdefghijklmnopqrstuvwxyz0123456789"[x>>24%36])
 	}
-	state := backendState(map[string]string{"id": `"big-1"`})
+	state := tfstatetest.State(sensitiveOutputValue, map[string]string{"id": `"big-1"`})
 	state = append(state[:len(state)-1], []byte(`,"padding":"`+string(pad)+`"}`)...)
-	compressed := gzipOf(t, state)
+	compressed := tfstatetest.Gzip(state)
 	if len(compressed) <= 2*tfstate.ChunkSize {
 		t.Fatalf("the state must span three parts, its gzip is %d bytes", len(compressed))
 	}
@@ -372,7 +342,7 @@ func TestOutputsWaitForTheRecord(t *testing.T) {
 	f := setup(t)
 	ns, c, suffix := stateUser(t, f, "outputs-record", "rec")
 	j := applyJob(f, ns, 1)
-	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{"id": `"rec-1"`})))
+	writeState(f, ns, suffix, tfstate.SecretName(suffix), tfstatetest.Gzip(tfstatetest.State(sensitiveOutputValue, map[string]string{"id": `"rec-1"`})))
 	release := holdPod(f, ns, j.Name)
 
 	updateJobStatus(f, ns, j.Name, func(j *batchv1.Job, now metav1.Time) {
@@ -436,7 +406,7 @@ func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
 	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
 	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
-	writeState(f, ns, suffix, tfstate.SecretName(suffix), gzipOf(t, backendState(map[string]string{"id": `"gone-1"`})))
+	writeState(f, ns, suffix, tfstate.SecretName(suffix), tfstatetest.Gzip(tfstatetest.State(sensitiveOutputValue, map[string]string{"id": `"gone-1"`})))
 
 	// The record of an apply whose Job is gone.
 	gone := jobs.Name(v1alpha1.KindTerraformCluster, c.Name, c.UID, v1alpha1.JobActionApply, 1)
