@@ -284,6 +284,27 @@ func setPaused(f *framework.Fixture, ns, name string, paused bool) {
 	f.WaitCondition(name, f.ClusterConds(ns, name), v1alpha1.ConditionPaused, status, reason)
 }
 
+// pausedCluster creates the TerraformCluster name using identity, paused
+// (cluster.x-k8s.io/paused), and waits until it reports Paused=True and
+// its credentials mirrored (T5: a paused object still gets its mirror).
+func pausedCluster(f *framework.Fixture, ns, name, identity string) *v1alpha1.TerraformCluster {
+	f.T.Helper()
+	c := &v1alpha1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.AnnotationPaused: ""}},
+		Spec: v1alpha1.TerraformClusterSpec{
+			IdentityRef: &v1alpha1.IdentityReference{Name: identity},
+			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},
+		},
+	}
+	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	f.WaitCondition(name, f.ClusterConds(ns, name), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
+	f.WaitCondition(name, f.ClusterConds(ns, name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	return c
+}
+
 // holdPod puts a finalizer of the test's on the pod of Job name, so that
 // when the Job controller deletes it, it stays Terminating (as a pod does
 // on a node while Terraform releases its state lock); the returned
@@ -392,25 +413,13 @@ func TestOutputsReadForARecordedJobThatIsGone(t *testing.T) {
 	ns := f.Env.CreateNamespace(t, "outputs-gone", nil)
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	// Paused, so no apply Job starts before the record is in place (T5).
-	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone", Annotations: map[string]string{v1alpha1.AnnotationPaused: ""}},
-		Spec: v1alpha1.TerraformClusterSpec{
-			IdentityRef: &v1alpha1.IdentityReference{Name: id},
-			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},
-		},
-	}
-	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
-	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	c := pausedCluster(f, ns, "gone", id)
 	suffix := jobs.StateSuffix(v1alpha1.KindTerraformCluster, c.Name)
 	writeState(f, ns, suffix, tfstate.SecretName(suffix), tfstatetest.Gzip(tfstatetest.State(sensitiveOutputValue, map[string]string{"id": `"gone-1"`})))
 
 	// The record of an apply whose Job is gone.
 	gone := jobs.Name(v1alpha1.KindTerraformCluster, c.Name, c.UID, v1alpha1.JobActionApply, 1)
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		got := f.GetCluster(ns, c.Name)
 		got.Status.LastApply = &v1alpha1.RunRecord{Generation: got.Generation, JobName: gone, Outcome: v1alpha1.RunSucceeded,
 			FinishTime: metav1.NewTime(time.Now().Add(-time.Minute).UTC().Truncate(time.Second)), Attempt: 1}

@@ -197,27 +197,11 @@ func TestPausedObjectRunsNoJob(t *testing.T) {
 	f := setup(t)
 	ns := f.Env.CreateNamespace(t, "paused", nil)
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Annotations: map[string]string{v1alpha1.AnnotationPaused: ""}},
-		Spec: v1alpha1.TerraformClusterSpec{
-			IdentityRef: &v1alpha1.IdentityReference{Name: id},
-			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},
-		},
-	}
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	f.WaitCondition("p", f.ClusterConds(ns, "p"), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)
-	f.WaitCondition("p", f.ClusterConds(ns, "p"), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	pausedCluster(f, ns, "p", id)
 	if n := len(f.Jobs(ns, v1alpha1.JobActionApply)); n != 0 {
 		t.Fatalf("T5: a paused object must get no Job, found %d", n)
 	}
 
-	got := f.GetCluster(ns, "p")
-	delete(got.Annotations, v1alpha1.AnnotationPaused)
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, got, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setPaused(f, ns, "p", false) // waits for Paused=False/NotPaused
 	f.WaitJob(ns, v1alpha1.JobActionApply)
-	f.WaitCondition("p", f.ClusterConds(ns, "p"), v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonNotPaused)
 }
