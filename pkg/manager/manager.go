@@ -31,15 +31,12 @@ import (
 
 	"github.com/captf/captf/pkg/admission"
 	identitywebhook "github.com/captf/captf/pkg/admission/identity"
-	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/identity"
 	"github.com/captf/captf/pkg/controllers/index"
-	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/source"
 	"github.com/captf/captf/pkg/controllers/sourcewatch"
 	"github.com/captf/captf/pkg/controllers/workload"
-	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	captfscheme "github.com/captf/captf/pkg/generated/clientset/versioned/scheme"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
@@ -335,35 +332,7 @@ func newDeps(cfg *rest.Config, o *Options) (*Deps, error) {
 	if err != nil {
 		return nil, err
 	}
-	selector := func(label string) kubeinformers.SharedInformerOption {
-		return kubeinformers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.LabelSelector = label + "=" + v1alpha1.LabelTrue
-		})
-	}
-	// Any tenant can put the selected labels on its own Secrets and Jobs, so
-	// the caches keep no Secret data and no pod templates (SPEC B1): their
-	// size does not follow what tenants store.
-	return &Deps{
-		Options:   o,
-		Kube:      kube,
-		Captf:     captf,
-		Informers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithTransform(dropManagedFields)),
-		JobInformers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
-			selector(v1alpha1.LabelManaged), kubeinformers.WithTransform(jobs.TrimForCache)),
-		MirrorInformers: kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0,
-			selector(v1alpha1.LabelMirrored), kubeinformers.WithTransform(credentials.TrimSecretForCache)),
-		CaptfInformers: captfinformers.NewSharedInformerFactoryWithOptions(captf, 0, captfinformers.WithTransform(dropManagedFields)),
-	}, nil
-}
-
-// dropManagedFields is the transform of the other informers: the manager
-// never reads managed fields, which are often the largest part of an
-// object's metadata.
-func dropManagedFields(obj interface{}) (interface{}, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
+	return withCaches(&Deps{Options: o, Kube: kube, Captf: captf}), nil
 }
 
 // eventScheme knows the core and captf kinds, so events can reference both.

@@ -2,6 +2,7 @@ package controllertest
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/conflicts"
-	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/controllers/trim"
 	"github.com/captf/captf/pkg/credentials"
 	captffake "github.com/captf/captf/pkg/generated/clientset/versioned/fake"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
@@ -106,6 +107,9 @@ func NewEnv(t testing.TB) *Env {
 			o.LabelSelector = label + "=" + v1alpha1.LabelTrue
 		}))
 	}
+	// The API server keeps a CRD's stored metadata and spec on a status
+	// update; the fake would replace the whole object.
+	captf.PrependReactor("update", "*", statusSubresource(captf.Tracker()))
 	clk := clocktesting.NewFakeClock(Epoch)
 	return &Env{
 		Tracker:  conflicts.New(clk, ConflictTTL),
@@ -120,6 +124,38 @@ func NewEnv(t testing.TB) *Env {
 		Mirrors:  selected(v1alpha1.LabelMirrored),
 		Managed:  selected(v1alpha1.LabelManaged),
 		Cinf:     captfinformers.NewSharedInformerFactory(captf, 0).Infrastructure().V1alpha1(),
+	}
+}
+
+// statusSubresource makes an update of a captf object's status on the fake
+// behave as the API server's does for a CRD with a status subresource: only
+// the status changes, the stored metadata and spec stay. A status write from
+// a trimmed cached copy therefore loses nothing (SPEC B12), as in a cluster.
+func statusSubresource(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		m, err := meta.Accessor(u.GetObject())
+		if err != nil {
+			return false, nil, nil
+		}
+		stored, err := tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		out := stored.DeepCopyObject()
+		status := reflect.ValueOf(u.GetObject()).Elem().FieldByName("Status")
+		if !status.IsValid() {
+			return false, nil, nil
+		}
+		reflect.ValueOf(out).Elem().FieldByName("Status").Set(status)
+		if err := tracker.Update(a.GetResource(), out, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		stored, err = tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
+		return true, stored, err
 	}
 }
 
@@ -160,18 +196,11 @@ func (e *Env) StoredSecret(ns, name string) *corev1.Secret {
 	return s
 }
 
-// Cached returns obj as the manager's informers hold it: Secrets without
-// data and Jobs without a pod template (SPEC B1).
+// Cached returns obj as the manager's informers hold it: trimmed by the
+// manager's transform to what it reads (SPEC B1, B12), so a controller
+// that read a key the keep-lists drop fails its unit tests.
 func Cached(obj runtime.Object) runtime.Object {
-	var out interface{}
-	switch obj.(type) {
-	case *corev1.Secret:
-		out, _ = credentials.TrimSecretForCache(obj)
-	case *batchv1.Job:
-		out, _ = jobs.TrimForCache(obj)
-	default:
-		return obj
-	}
+	out, _ := trim.ForCache(obj)
 	return out.(runtime.Object)
 }
 

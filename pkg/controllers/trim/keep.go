@@ -1,0 +1,101 @@
+package trim
+
+import (
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/credentials"
+)
+
+// Keep is what a cache keeps of one kind's labels and annotations: each
+// key kept maps to who reads it (the comment a reviewer checks).
+type Keep struct {
+	// AllLabels keeps every label (a label selector may name any).
+	AllLabels bool
+	// Labels and Annotations are the keys kept, each with its reader.
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Cluster API keys the manager does not define in its API package but
+// keeps (SPEC K11; the move work sets and reads them).
+const (
+	// AnnotationBlockMove is set by a provider while clusterctl move must
+	// wait (K11: while a Job of the cluster is starting or running).
+	AnnotationBlockMove = "clusterctl.cluster.x-k8s.io/block-move"
+	// AnnotationDeleteForMove marks an object clusterctl move deletes from
+	// the source cluster (K11: no destroy, the state is kept).
+	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+	// LabelControlPlane marks a control-plane Machine (K6: the input
+	// control_plane).
+	LabelControlPlane = "cluster.x-k8s.io/control-plane"
+)
+
+// The keep-lists, one per kind the manager caches. Keys are exact: no
+// prefix, so a tenant cannot fill a cache under one.
+var (
+	// Workload is TerraformCluster, TerraformMachine and
+	// TerraformMachinePool. Their status is kept whole (the manager writes it).
+	Workload = Keep{
+		Labels: map[string]string{
+			v1alpha1.LabelClusterName: "a machine's or pool's cluster (SPEC 1.2, I3): index.Cluster, credentials.SelectCluster, index.LiveUser",
+		},
+		Annotations: map[string]string{
+			v1alpha1.AnnotationPaused:                   "T5: workload paused() stops every Job",
+			v1alpha1.AnnotationAbandonInfrastructure:    "V2: workload syncDeleting releases without a destroy when it names the UID",
+			v1alpha1.AnnotationRetry:                    "T7: workload runs.go, a new value runs the action once more",
+			v1alpha1.AnnotationProviderFieldsGeneration: "T5: workload coversGeneration, the generation the manager's own write made",
+			AnnotationBlockMove:                         "K11: set by the manager while a Job of the cluster runs",
+			AnnotationDeleteForMove:                     "K11: a deletion by clusterctl move starts no destroy",
+		},
+	}
+
+	// Identity is TerraformClusterIdentity: the manager reads no label or
+	// annotation of it. Its status is kept whole (the manager writes it).
+	Identity = Keep{}
+
+	// Namespace keeps every label (allowedNamespaces.selector, N4-N5) and no
+	// annotation; [Namespace] also drops the spec and all status but the phase.
+	Namespace = Keep{AllLabels: true}
+
+	// Job is the Jobs labelled captf.io/managed=true (the manager's and
+	// look-alikes, B2).
+	Job = Keep{
+		Labels: map[string]string{
+			v1alpha1.LabelManaged: "the informer's selector (J1); kept so the copy says why it is cached",
+		},
+		Annotations: map[string]string{
+			v1alpha1.AnnotationIdentity:      "C5: index.JobIdentity, which identity's credentials the Job runs with",
+			v1alpha1.AnnotationSourceHash:    "C5, T7: identity compute (current credentials), workload recordOf",
+			v1alpha1.AnnotationJobGeneration: "J1: jobs.GenerationOf, the generation the Job applies",
+			v1alpha1.AnnotationJobAction:     "J1, J8: jobs.ActionOf, apply or destroy",
+			v1alpha1.AnnotationJobReapply:    "C6: jobs.ReapplyOf",
+			v1alpha1.AnnotationJobAttempt:    "T7: jobs.AttemptOf",
+			v1alpha1.AnnotationRetry:         "T7: jobs.RetryOf, the captf.io/retry value the Job ran for",
+		},
+	}
+
+	// Mirror is the Secrets labelled captf.io/mirrored=true (mirrors and
+	// look-alikes, B2); [credentials.TrimSecretForCache] replaces their data
+	// by its hash.
+	Mirror = Keep{
+		Labels: map[string]string{
+			v1alpha1.LabelMirrored: "M3, M7, B2: credentials.ForeignReason and CompareMirror; the informer's selector (M9)",
+			v1alpha1.LabelManaged:  "M3: credentials.CompareMirror",
+		},
+		Annotations: map[string]string{
+			v1alpha1.AnnotationIdentity:          "M3, S2: index.MirrorIdentity, credentials.ForeignReason",
+			v1alpha1.AnnotationSourceHash:        "M4, M6, S2: credentials.CompareMirror, identity compute (current or stale)",
+			credentials.CachedDataHashAnnotation: "B1: the hash of the data the cache dropped, set by the transform itself",
+		},
+	}
+)
+
+// NotCached lists the label and annotation constants of the API package
+// that no cache needs, each with why: they are read from uncached objects,
+// or only written. TestEveryWellKnownKeyIsClassified checks that every
+// constant is kept by some list above or named here.
+var NotCached = map[string]string{
+	v1alpha1.LabelCredential:                "C1: read on the source Secret, which is read uncached (M6)",
+	v1alpha1.AnnotationCredentialIdentities: "C1: read on the source Secret, which is read uncached (M6)",
+	v1alpha1.LabelRunner:                    "T1: read on a ServiceAccount, read uncached",
+	v1alpha1.LabelMoveHierarchy:             "set on the identity CRD by the manifests; read by clusterctl, not the manager",
+}
