@@ -61,13 +61,13 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 			wantName := jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 3)
 			require.Equal(t, []string{
 				"create secrets " + testNS + "/" + mirrorName,
-				"update " + res + " " + testNS + "/obj",
+				"patch " + res + " " + testNS + "/obj",
 				"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
 				"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
 				"create jobs " + testNS + "/" + wantName,
 				"update " + res + "/status " + testNS + "/obj",
 			}, f.writes(), "the finalizer is stored before the Job is created")
-			upd, _ := f.find("update", res, "")
+			upd, _ := f.find("patch", res, "")
 			require.Equal(t, []string{v1alpha1.FinalizerDestroy}, upd.obj.(metav1.Object).GetFinalizers())
 
 			js := f.createdJobs()
@@ -379,7 +379,7 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 			w = w[3:]
 			require.Equal(t, "update terraformclusters/status "+testNS+"/c1", w[0].String())
 			require.Equal(t, tc.wantMirror, w[1].String())
-			require.Equal(t, "update terraformclusters "+testNS+"/c1", w[2].String(), "the finalizer goes last")
+			require.Equal(t, "patch terraformclusters "+testNS+"/c1", w[2].String(), "the finalizer goes last")
 			require.Equal(t, []string{"example.com/other"}, w[2].obj.(metav1.Object).GetFinalizers(), "only ours removed")
 			require.NotNil(t, f.storedSecret(testNS, "tfstate-default-c2-cluster"), "another object's state is kept")
 			require.NotNil(t, f.storedSecret(testNS, "unlabelled"))
@@ -451,8 +451,8 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 		w := f.writes()
-		require.Equal(t, "update terraformclusters "+testNS+"/c1", w[len(w)-1], "the finalizer goes last: %v", w)
-		upd, _ := f.find("update", "terraformclusters", "")
+		require.Equal(t, "patch terraformclusters "+testNS+"/c1", w[len(w)-1], "the finalizer goes last: %v", w)
+		upd, _ := f.find("patch", "terraformclusters", "")
 		require.Empty(t, upd.obj.(metav1.Object).GetFinalizers())
 		require.Empty(t, f.createdJobs(), "no destroy Job")
 		events := f.PopEvents()
@@ -472,7 +472,7 @@ func TestSyncAbandonInfrastructure(t *testing.T) {
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-		_, updated := f.find("update", "terraformclusters", "")
+		_, updated := f.find("patch", "terraformclusters", "")
 		require.False(t, updated, "finalizer kept")
 		requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonIdentityNotAllowed)
 		require.NotContains(t, eventReasons(f.PopEvents()), "Warning "+v1alpha1.EventInfrastructureAbandoned)
@@ -489,9 +489,9 @@ func TestSyncDeletingWithoutApply(t *testing.T) {
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-		require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1", "update terraformclusters " + testNS + "/c1"}, f.writes(),
+		require.Equal(t, []string{"update terraformclusters/status " + testNS + "/c1", "patch terraformclusters " + testNS + "/c1"}, f.writes(),
 			"the status once, the finalizer last")
-		upd, _ := f.find("update", "terraformclusters", "")
+		upd, _ := f.find("patch", "terraformclusters", "")
 		require.Empty(t, upd.obj.(metav1.Object).GetFinalizers())
 		require.Empty(t, f.createdJobs())
 	})
@@ -538,7 +538,7 @@ func TestSyncJobCacheLag(t *testing.T) {
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-		_, updated := f.find("update", "terraformclusters", "")
+		_, updated := f.find("patch", "terraformclusters", "")
 		require.False(t, updated, "the finalizer must stay: an apply Job exists")
 	})
 	t.Run("J1 new generation: no second apply Job while the recorded one may run", func(t *testing.T) {

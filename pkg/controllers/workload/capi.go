@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -160,13 +159,6 @@ func providerOutput(obj runtime.Object, outputs map[string]json.RawMessage) (fie
 	return "", false, nil, nil
 }
 
-// providerFields sets obj's Cluster API field from a valid output while it
-// is unset (SPEC T5) and reports whether it did.
-func providerFields(obj runtime.Object, outputs map[string]json.RawMessage) bool {
-	_, found, set, err := providerOutput(obj, outputs)
-	return found && err == nil && set()
-}
-
 // providerOutputProblem says why the output of obj's Cluster API field
 // cannot set it (SPEC T5); "" when the module declares none or it is
 // valid. The outputs step reports it once per read, in OutputsAvailable.
@@ -198,7 +190,7 @@ func coversGeneration(w *workload, rec *v1alpha1.RunRecord) bool {
 // outputs once, while they are unset (SPEC T5): never while paused, never
 // during a deletion (the caller is the normal pass), and only when the
 // recorded newest apply succeeded and covers the generation; the same
-// update names the generation it creates in
+// patch names the generation it creates in
 // AnnotationProviderFieldsGeneration, so that generation is not applied
 // again. It returns the object as stored.
 func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*workload, error) {
@@ -220,16 +212,18 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*work
 		return w, nil
 	}
 	status, events := w.status.DeepCopy(), w.events
-	if !providerFields(w.robj, outputs) {
+	field, found, set, err := providerOutput(w.robj, outputs)
+	if !found || err != nil || !set() {
 		return w, nil
 	}
-	ann := maps.Clone(w.obj.GetAnnotations())
-	if ann == nil {
-		ann = map[string]string{}
+	// B12: a patch of the field and the annotation alone, conditional on
+	// the version decided on (patch.go), never an update of the cached copy.
+	patch, err := providerFieldsPatch(w.robj, w.obj.GetResourceVersion(), field,
+		v1alpha1.AnnotationProviderFieldsGeneration, strconv.FormatInt(w.obj.GetGeneration()+1, 10))
+	if err != nil {
+		return w, err
 	}
-	ann[v1alpha1.AnnotationProviderFieldsGeneration] = strconv.FormatInt(w.obj.GetGeneration()+1, 10)
-	w.obj.SetAnnotations(ann)
-	stored, err := w.kind.update(ctx, w)
+	stored, err := w.kind.patch(ctx, w, patch)
 	if err != nil {
 		return w, fmt.Errorf("setting the Cluster API fields from the outputs: %w", err)
 	}

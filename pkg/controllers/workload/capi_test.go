@@ -140,7 +140,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 				require.NoError(t, f.sync(tc.kind, "obj"))
 			}
 			require.Empty(t, f.createdJobs(), "the manager's own write is not a new generation (J1)")
-			_, updated := f.find("update", resourceOf(tc.kind), "")
+			_, updated := f.find("patch", resourceOf(tc.kind), "")
 			require.False(t, updated, "set once")
 			requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 
@@ -171,7 +171,7 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 			newMirror(identityName, testNS, sourceData(), refOf(kind, obj)), newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded))
 		state(f, obj, `"cp:6443"`)
 		require.NoError(t, f.sync(kind, "obj"))
-		_, updated := f.find("update", resourceOf(kind), "")
+		_, updated := f.find("patch", resourceOf(kind), "")
 		require.False(t, updated)
 		require.Equal(t, `{"host":"mine","port":443}`, providerFieldOf(t, f.storedObj(kind, "obj")))
 	})
@@ -182,7 +182,7 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 			newMirror(identityName, testNS, sourceData(), refOf(kind, obj)), newJob(kind, obj, v1alpha1.JobActionApply, 1, jobSucceeded))
 		state(f, obj, `"cp:6443"`)
 		require.NoError(t, f.sync(kind, "obj"))
-		_, updated := f.find("update", resourceOf(kind), "")
+		_, updated := f.find("patch", resourceOf(kind), "")
 		require.False(t, updated, "a paused object is not written")
 	})
 	t.Run("invalid output", func(t *testing.T) {
@@ -190,7 +190,7 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 		obj := f.applied(kind, 1)
 		state(f, obj, `"no-port"`)
 		require.NoError(t, f.sync(kind, "obj"))
-		_, updated := f.find("update", resourceOf(kind), "")
+		_, updated := f.find("patch", resourceOf(kind), "")
 		require.False(t, updated)
 		c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
 		require.Contains(t, c.Message, "control_plane_endpoint")
@@ -217,7 +217,7 @@ func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 
 	require.NoError(t, f.sync(kind, "obj"))
 	require.Nil(t, f.lastStatus().Outputs, "no outputs before the apply is recorded (T4, T7)")
-	_, updated := f.find("update", resourceOf(kind), "")
+	_, updated := f.find("patch", resourceOf(kind), "")
 	require.False(t, updated, "no field before the apply is recorded")
 
 	// The pod ends: Complete, recorded, read, and the field is written
@@ -257,7 +257,7 @@ func TestProviderFieldsWaitForTheGenerationsApply(t *testing.T) {
 	f.catchUp()
 
 	require.NoError(t, f.sync(kind, "obj"))
-	_, updated := f.find("update", resourceOf(kind), "")
+	_, updated := f.find("patch", resourceOf(kind), "")
 	require.False(t, updated, "no field before generation 2 is applied")
 	require.Equal(t, []string{jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 2)}, f.createdJobNames())
 	require.Equal(t, `{}`, providerFieldOf(t, f.storedObj(kind, "obj")))

@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -262,11 +263,15 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 		rec.obj = x.GetObject().DeepCopyObject()
 	case k8stesting.UpdateAction:
 		rec.obj = x.GetObject().DeepCopyObject()
+	case k8stesting.PatchAction:
+		rec.obj = f.patched(x)
 	}
 	switch x := a.(type) {
 	case k8stesting.GetAction:
 		rec.name = x.GetName()
 	case k8stesting.DeleteAction:
+		rec.name = x.GetName()
+	case k8stesting.PatchAction:
 		rec.name = x.GetName()
 	default:
 		if m, err := meta.Accessor(rec.obj); err == nil {
@@ -277,6 +282,47 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 	f.actions = append(f.actions, rec)
 	f.mu.Unlock()
 	return false, nil, nil
+}
+
+// patched returns the object a JSON merge patch of a workload object makes
+// of the stored one (nil when there is none), so tests read a patch's
+// result as they read an update's object.
+func (f *fixture) patched(a k8stesting.PatchAction) runtime.Object {
+	f.t.Helper()
+	require.Equal(f.t, types.MergePatchType, a.GetPatchType(), "workload objects are written with merge patches (B12)")
+	stored, err := f.Captf.Tracker().Get(a.GetResource(), a.GetNamespace(), a.GetName())
+	if err != nil {
+		return nil
+	}
+	raw, err := json.Marshal(stored)
+	require.NoError(f.t, err)
+	var doc, patch map[string]interface{}
+	require.NoError(f.t, json.Unmarshal(raw, &doc))
+	require.NoError(f.t, json.Unmarshal(a.GetPatch(), &patch))
+	merged, err := json.Marshal(mergePatch(doc, patch))
+	require.NoError(f.t, err)
+	out := reflect.New(reflect.TypeOf(stored).Elem()).Interface().(runtime.Object)
+	require.NoError(f.t, json.Unmarshal(merged, out))
+	return out
+}
+
+// mergePatch applies an RFC 7386 JSON merge patch to doc.
+func mergePatch(doc, patch map[string]interface{}) map[string]interface{} {
+	if doc == nil {
+		doc = map[string]interface{}{}
+	}
+	for k, v := range patch {
+		switch pv := v.(type) {
+		case nil:
+			delete(doc, k)
+		case map[string]interface{}:
+			dv, _ := doc[k].(map[string]interface{})
+			doc[k] = mergePatch(dv, pv)
+		default:
+			doc[k] = v
+		}
+	}
+	return doc
 }
 
 // seed adds objects to the fake API server and to the informer that would

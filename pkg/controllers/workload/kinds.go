@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -46,9 +47,12 @@ type kind struct {
 	get func(key cache.ObjectName) (*workload, error)
 	// keys lists every object in the cache (resync).
 	keys func() []cache.ObjectName
-	// update writes metadata (the finalizer) and returns the stored object.
-	update func(ctx context.Context, w *workload) (*workload, error)
-	// updateStatus writes the status subresource.
+	// patch applies a JSON merge patch of what the manager owns (patch.go)
+	// and returns the stored object. Never an Update: w comes from a cache
+	// that dropped what the manager does not read (SPEC B12).
+	patch func(ctx context.Context, w *workload, data []byte) (*workload, error)
+	// updateStatus writes the status subresource (the API server keeps
+	// the stored metadata and spec, so a trimmed copy loses nothing).
 	updateStatus func(ctx context.Context, w *workload) (*workload, error)
 }
 
@@ -69,7 +73,7 @@ func wrapPool(p *v1alpha1.TerraformMachinePool) *workload {
 
 // typedClient is the part of a generated typed client the reconcile uses.
 type typedClient[T any] interface {
-	Update(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*T, error)
 	UpdateStatus(ctx context.Context, obj *T, opts metav1.UpdateOptions) (*T, error)
 }
 
@@ -89,21 +93,6 @@ func newKind[T any, PT interface {
 		w.kind = k
 		return w
 	}
-	write := func(ctx context.Context, w *workload, status bool) (*workload, error) {
-		c := client(w.obj.GetNamespace())
-		obj := w.obj.(PT)
-		var out *T
-		var err error
-		if status {
-			out, err = c.UpdateStatus(ctx, (*T)(obj), metav1.UpdateOptions{FieldManager: fieldManager})
-		} else {
-			out, err = c.Update(ctx, (*T)(obj), metav1.UpdateOptions{FieldManager: fieldManager})
-		}
-		if err != nil {
-			return nil, err
-		}
-		return wrapped(PT(out)), nil
-	}
 	k.get = func(key cache.ObjectName) (*workload, error) {
 		o, err := get(key.Namespace, key.Name)
 		if err != nil {
@@ -122,8 +111,20 @@ func newKind[T any, PT interface {
 		}
 		return out
 	}
-	k.update = func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, false) }
-	k.updateStatus = func(ctx context.Context, w *workload) (*workload, error) { return write(ctx, w, true) }
+	k.patch = func(ctx context.Context, w *workload, data []byte) (*workload, error) {
+		out, err := client(w.obj.GetNamespace()).Patch(ctx, w.obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{FieldManager: fieldManager})
+		if err != nil {
+			return nil, err
+		}
+		return wrapped(PT(out)), nil
+	}
+	k.updateStatus = func(ctx context.Context, w *workload) (*workload, error) {
+		out, err := client(w.obj.GetNamespace()).UpdateStatus(ctx, (*T)(w.obj.(PT)), metav1.UpdateOptions{FieldManager: fieldManager})
+		if err != nil {
+			return nil, err
+		}
+		return wrapped(PT(out)), nil
+	}
 	return k
 }
 

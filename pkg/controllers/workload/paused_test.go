@@ -43,7 +43,7 @@ func TestSyncPausedDeletionWaits(t *testing.T) {
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 	require.Empty(t, f.createdJobs(), "no destroy Job while paused")
-	_, updated := f.find("update", "terraformclusters", "")
+	_, updated := f.find("patch", "terraformclusters", "")
 	require.False(t, updated, "the finalizer stays")
 	st := f.lastStatus()
 	requireCondition(t, st, v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused)

@@ -126,6 +126,8 @@ func hasFinalizer(w *workload) bool {
 
 // setFinalizer adds or removes captf.io/destroy and returns the stored
 // object, carrying over the status and events computed so far on this pass.
+// It patches the finalizers alone, with w's resourceVersion as a
+// precondition (patch.go: w is a trimmed cached copy, B12).
 func (c *Controller) setFinalizer(ctx context.Context, w *workload, present bool) (*workload, error) {
 	if hasFinalizer(w) == present {
 		return w, nil
@@ -135,8 +137,11 @@ func (c *Controller) setFinalizer(ctx context.Context, w *workload, present bool
 		fs = append(fs, v1alpha1.FinalizerDestroy)
 	}
 	status := w.status.DeepCopy()
-	w.obj.SetFinalizers(fs)
-	stored, err := w.kind.update(ctx, w)
+	patch, err := finalizersPatch(w.obj.GetResourceVersion(), fs)
+	if err != nil {
+		return w, err
+	}
+	stored, err := w.kind.patch(ctx, w, patch)
 	if err != nil {
 		return w, fmt.Errorf("updating finalizers: %w", err)
 	}
