@@ -133,11 +133,17 @@ var (
 
 var registerOnce sync.Once
 
+// all are the metrics Register registers. None has a label whose values
+// follow objects (SPEC B15): a series per object, namespace or identity
+// would outlive its object unless every deletion path forgot it, so the
+// labels are fixed sets (TestNoLabelFollowsObjects).
+var all = []metrics.Registerable{MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
+	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned}
+
 // Register registers the metrics once; safe to call from every constructor.
 func Register() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
-			SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned)
+		legacyregistry.MustRegister(all...)
 		// Every series of the Job counters exists from the start at 0, so
 		// a rate or a ratio (failed over all runs) has both sides before
 		// the first failure.

@@ -1,10 +1,14 @@
 package metrics
 
 import (
+	"fmt"
+	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
+	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
@@ -54,5 +58,60 @@ func TestJobCountersRegisteredT7(t *testing.T) {
 		if strings.Join(g, " ") != strings.Join(series, " ") {
 			t.Errorf("%s series:\n got  %v\n want %v", name, g, series)
 		}
+	}
+}
+
+// fixedLabels are the label names whose values come from fixed sets: write
+// and read results, condition reasons, Job actions, outcomes and retry
+// triggers, API verbs and resource kinds.
+var fixedLabels = map[string]bool{"result": true, "reason": true, "action": true, "outcome": true, "trigger": true, "verb": true, "resource": true}
+
+// variableLabels matches the variable labels in a prometheus Desc's String.
+var variableLabels = regexp.MustCompile(`variableLabels: \{([^}]*)\}`)
+
+// SPEC B15, X1: no metric of the manager has a label whose values follow
+// objects (a name, a namespace, an identity), so no series outlives its
+// object and a tenant's churn cannot grow the registry. A new metric with
+// such a label fails here.
+func TestNoLabelFollowsObjects(t *testing.T) {
+	Register()
+	if len(all) < 11 {
+		t.Fatalf("only %d metrics found", len(all))
+	}
+	for _, m := range all {
+		descs := descriptions(m)
+		if len(descs) == 0 {
+			t.Errorf("%T describes nothing", m)
+		}
+		for _, d := range descs {
+			match := variableLabels.FindStringSubmatch(d)
+			if match == nil {
+				t.Fatalf("cannot read the labels of %s", d)
+			}
+			for _, l := range strings.Split(match[1], ",") {
+				l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")")
+				if l != "" && !fixedLabels[l] {
+					t.Errorf("%s has label %q, whose values are not a fixed set", d, l)
+				}
+			}
+		}
+	}
+}
+
+// descriptions returns what m's Describe sends, as strings. (Through
+// reflection: the Desc type is prometheus's, which the module does not
+// require directly.)
+func descriptions(m metrics.Registerable) []string {
+	describe := reflect.ValueOf(m).MethodByName("Describe")
+	ch := reflect.MakeChan(reflect.ChanOf(reflect.BothDir, describe.Type().In(0).Elem()), 16)
+	describe.Call([]reflect.Value{ch})
+	ch.Close()
+	var out []string
+	for {
+		v, ok := ch.Recv()
+		if !ok {
+			return out
+		}
+		out = append(out, fmt.Sprint(v.Interface()))
 	}
 }

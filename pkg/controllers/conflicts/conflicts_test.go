@@ -35,3 +35,22 @@ func TestRecordsExpireUnlessSeenAgain(t *testing.T) {
 	tr.Forget("gcp")
 	require.Empty(t, tr.Namespaces("gcp"))
 }
+
+// B15: a record nobody reads any more (its identity was deleted while a
+// user's reconcile still recorded it) is dropped within two TTLs by the
+// sweep of a later Set; Forget drops an identity's records at once.
+func TestRecordsOfGoneIdentitiesAreSwept(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	tr := New(clk, 20*time.Minute)
+	for i := range 100 {
+		tr.Set("gone", "ns-"+string(rune('a'+i%26))+string(rune('a'+i/26)), true)
+	}
+	tr.Set("forgotten", "x", true)
+	tr.Forget("forgotten")
+	require.Equal(t, 100, tr.Len())
+
+	clk.SetTime(clk.Now().Add(41 * time.Minute))
+	tr.Set("live", "x", true) // never reads "gone"
+	require.Equal(t, 1, tr.Len(), "only the live record is left")
+	require.Equal(t, []string{"x"}, tr.Namespaces("live"))
+}

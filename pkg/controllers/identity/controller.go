@@ -172,21 +172,38 @@ func (c *Controller) enqueueObject(obj interface{}) {
 // addIdentityHandler enqueues an identity on a spec or deletion change, not
 // on its own status writes (S3).
 func (c *Controller) addIdentityHandler(informer cache.SharedIndexInformer) error {
-	return c.handle(informer, cache.ResourceEventHandlerFuncs{
+	return c.handle(informer, c.identityHandler())
+}
+
+// identityHandler is addIdentityHandler's handler.
+func (c *Controller) identityHandler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueObject,
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
+			if o.Spec.SecretRef != n.Spec.SecretRef {
+				c.forgetSource(o)
+			}
 			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
 				c.enqueueObject(newObj)
 			}
 		},
+		// The pass of a deleted identity removes its mirrors and forgets
+		// what was kept about it (sync, B15).
 		DeleteFunc: func(obj interface{}) {
 			if id, ok := loop.Unwrap(obj).(*v1alpha1.TerraformClusterIdentity); ok {
-				c.written.Forget(id.UID)
+				c.forgetSource(id)
 			}
 			c.enqueueObject(obj)
 		},
-	})
+	}
+}
+
+// forgetSource drops the reader's latest read of the source id named
+// (SPEC B15): id is gone or names another Secret now. Another identity
+// naming the same Secret only reads it afresh once more.
+func (c *Controller) forgetSource(id *v1alpha1.TerraformClusterIdentity) {
+	c.source.Forget(id.Spec.SecretRef.Namespace, id.Spec.SecretRef.Name)
 }
 
 // addAnnotationHandler enqueues the identity an object's captf.io/identity

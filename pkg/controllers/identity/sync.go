@@ -30,7 +30,13 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	ctx = klog.NewContext(ctx, logger)
 	identity, err := c.identities.Get(name)
 	if apierrors.IsNotFound(err) {
-		return c.removeAll(ctx, name)
+		if err := c.removeAll(ctx, name); err != nil {
+			return err
+		}
+		// Gone and cleaned up: forget its key (B15). Its status record
+		// and conflicts went in removeAll.
+		c.queue.Drop(key)
+		return nil
 	}
 	if err != nil {
 		return err
@@ -194,6 +200,7 @@ func (c *Controller) removeAll(ctx context.Context, name string) error {
 		return err
 	}
 	c.conflicts.Forget(name)
+	c.written.Forget(cache.ObjectName{Name: name})
 	c.recordStaleness(name, nil, c.clock.Now())
 	return nil
 }
@@ -214,14 +221,15 @@ func (c *Controller) deleteMirrors(ctx context.Context, ds []deletion) error {
 // writeStatus writes the identity's status when it differs from both the
 // status the pass began with and the last one written (S3).
 func (c *Controller) writeStatus(ctx context.Context, identity *v1alpha1.TerraformClusterIdentity, before *v1alpha1.TerraformClusterIdentityStatus) error {
-	if !c.written.NeedsWrite(identity.UID, *before, identity.Status) {
+	key := cache.ObjectName{Name: identity.Name}
+	if !c.written.NeedsWrite(key, identity.UID, *before, identity.Status) {
 		return nil
 	}
 	stored, err := c.captf.InfrastructureV1alpha1().TerraformClusterIdentities().UpdateStatus(ctx, identity, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
-	c.written.Record(identity.UID, *stored.Status.DeepCopy())
+	c.written.Record(key, identity.UID, *stored.Status.DeepCopy())
 	return nil
 }
 

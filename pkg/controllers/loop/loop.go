@@ -29,7 +29,9 @@ type Queue interface {
 	// (handlers, the resync ticker, timed and rate-limited requeues);
 	// freshness.Never while a timed requeue of it is still pending.
 	AddedAt(key cache.ObjectName) freshness.Stamp
-	// Drop forgets key's stamps (the object is gone).
+	// Drop forgets everything the queue keeps about key but a pending add:
+	// its stamps and its backoff (the object is gone, SPEC B15). A timed
+	// add still pending runs, and its reconcile finds the object gone.
 	Drop(key cache.ObjectName)
 	// AddStamped adds keys as one batch stamped at, a stamp taken before
 	// the first of them is added (a key that already has a later stamp
@@ -112,12 +114,18 @@ func (q *trackingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
 		return
 	}
 	q.mu.Lock()
-	q.entry(key).pending++
+	e := q.entry(key)
+	e.pending++
 	q.mu.Unlock()
 	q.clock.AfterFunc(d, func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		e := q.entry(key)
+		if q.stamps[key] != e {
+			// Dropped meanwhile (B15): the add finds the object gone, or a
+			// new one whose own adds are stamped; recreating the entry
+			// would keep it forever.
+			return
+		}
 		e.pending = max(0, e.pending-1)
 		e.last = freshness.Now()
 	})
@@ -147,10 +155,9 @@ func (q *trackingQueue) AddedAt(key cache.ObjectName) freshness.Stamp {
 
 func (q *trackingQueue) Drop(key cache.ObjectName) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if e := q.stamps[key]; e != nil && e.pending == 0 {
-		delete(q.stamps, key)
-	}
+	delete(q.stamps, key)
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.Forget(key)
 }
 
 // SyncFunc reconciles one key. It returns an error exactly when a retry can

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Written remembers the status this process last wrote for each object, so
@@ -13,45 +14,66 @@ import (
 // write (a watch interrupted by an API server restart, say): a pass that
 // computes the status the cache still shows would otherwise skip the write
 // and leave the newer, wrong, stored status in place.
+//
+// Records are kept by key and hold the object's UID: a record of an earlier
+// object of the same name does not count, and the reconcile that finds its
+// object gone forgets the key (SPEC B15). That reconcile comes after any
+// pass of the object that was still writing (a queue hands a key to one
+// worker at a time), so no record outlives its object.
 type Written[T any] struct {
 	mu   sync.Mutex
-	last map[types.UID]T
+	last map[cache.ObjectName]record[T]
+}
+
+type record[T any] struct {
+	uid    types.UID
+	status T
 }
 
 // NewWritten returns an empty record.
-func NewWritten[T any]() *Written[T] { return &Written[T]{last: map[types.UID]T{}} }
+func NewWritten[T any]() *Written[T] { return &Written[T]{last: map[cache.ObjectName]record[T]{}} }
 
-// NeedsWrite reports whether status must be written for the object with
-// uid, whose cached status is cached: when it differs from the cache, or
-// from what this process last wrote.
-func (w *Written[T]) NeedsWrite(uid types.UID, cached, status T) bool {
+// NeedsWrite reports whether status must be written for the object key
+// with uid, whose cached status is cached: when it differs from the cache,
+// or from what this process last wrote.
+func (w *Written[T]) NeedsWrite(key cache.ObjectName, uid types.UID, cached, status T) bool {
 	if !equality.Semantic.DeepEqual(cached, status) {
 		return true
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.last[uid]
+	last, ok := w.Last(key, uid)
 	return ok && !equality.Semantic.DeepEqual(last, status)
 }
 
-// Record notes that status was written for uid.
-func (w *Written[T]) Record(uid types.UID, status T) {
+// Record notes that status was written for the object key with uid.
+func (w *Written[T]) Record(key cache.ObjectName, uid types.UID, status T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.last[uid] = status
+	w.last[key] = record[T]{uid: uid, status: status}
 }
 
-// Last returns the status this process last wrote for uid, if any.
-func (w *Written[T]) Last(uid types.UID) (T, bool) {
+// Last returns the status this process last wrote for the object key with
+// uid, if any.
+func (w *Written[T]) Last(key cache.ObjectName, uid types.UID) (T, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	last, ok := w.last[uid]
-	return last, ok
+	r, ok := w.last[key]
+	if !ok || r.uid != uid {
+		var zero T
+		return zero, false
+	}
+	return r.status, true
 }
 
-// Forget drops the record of uid (the object is gone).
-func (w *Written[T]) Forget(uid types.UID) {
+// Forget drops the record of key (its object is gone).
+func (w *Written[T]) Forget(key cache.ObjectName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.last, uid)
+	delete(w.last, key)
+}
+
+// Len is the number of records, for tests and diagnostics.
+func (w *Written[T]) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.last)
 }

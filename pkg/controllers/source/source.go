@@ -16,6 +16,8 @@
 //
 // The latest completed read is kept per Secret (found or NotFound, never an
 // error): that, and nothing else, is what P1 allows the manager to hold.
+// [Reader.Forget] drops it when no identity needs it any more (SPEC B15), a
+// read in flight included; nothing else outlives its read.
 package source
 
 import (
@@ -56,10 +58,13 @@ type pair struct {
 }
 
 type call struct {
-	began  freshness.Stamp // set when the read starts
-	done   chan struct{}
-	secret *corev1.Secret
-	err    error
+	began freshness.Stamp // set when the read starts
+	// forgotten: Forget was called while the read was in flight or
+	// queued, so it is not kept as the latest read.
+	forgotten bool
+	done      chan struct{}
+	secret    *corev1.Secret
+	err       error
 }
 
 // NewReader returns a Reader using client for GETs.
@@ -150,7 +155,7 @@ func (r *Reader) run(key types.NamespacedName, p *pair, c *call) {
 		metrics.SourceReads.WithLabelValues(metrics.ReadError).Inc()
 	}
 	r.mu.Lock()
-	if c.err == nil || apierrors.IsNotFound(c.err) {
+	if (c.err == nil || apierrors.IsNotFound(c.err)) && !c.forgotten {
 		if l := r.last[key]; l == nil || l.began < c.began {
 			r.last[key] = c
 		}
@@ -162,4 +167,30 @@ func (r *Reader) run(key types.NamespacedName, p *pair, c *call) {
 	}
 	r.mu.Unlock()
 	close(c.done)
+}
+
+// Forget drops the latest read of the Secret namespace/name, and keeps none
+// of a read already in flight, when no identity names it any more (it was
+// deleted or names another Secret, SPEC B15). A caller still waiting gets
+// its read; a later Get reads afresh.
+func (r *Reader) Forget(namespace, name string) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.last, key)
+	if p := r.reads[key]; p != nil {
+		for _, c := range []*call{p.current, p.next} {
+			if c != nil {
+				c.forgotten = true
+			}
+		}
+	}
+}
+
+// Len is the number of Secrets whose latest read is kept, for tests and
+// diagnostics.
+func (r *Reader) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.last)
 }

@@ -207,3 +207,43 @@ func TestCancelledCallerDoesNotFailTheRead(t *testing.T) {
 	s.release <- struct{}{}
 	require.Equal(t, "0", receive(t, other).rv)
 }
+
+// B15: Forget drops the latest read of a Secret no identity names any
+// more, and a read in flight (or queued) when Forget is called is handed to
+// its callers but not kept; a read asked for later is kept again.
+func TestForgetKeepsNoRead(t *testing.T) {
+	s := newServer(t)
+	r := NewReader(s.client)
+	ctx := context.Background()
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := r.Get(ctx, r.Begin(), ns, name)
+		require.NoError(t, err)
+	}()
+	s.awaitStart(t)
+	s.release <- struct{}{}
+	<-done
+	require.Equal(t, 1, r.Len())
+	r.Forget(ns, name)
+	require.Zero(t, r.Len(), "the latest read is dropped")
+
+	// Forgotten while in flight: the caller gets it, nobody keeps it.
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := r.Get(ctx, r.Begin(), ns, name)
+		require.NoError(t, err)
+	}()
+	s.awaitStart(t)
+	r.Forget(ns, name)
+	s.release <- struct{}{}
+	<-done
+	require.Zero(t, r.Len(), "a read in flight when the Secret was forgotten is not kept")
+
+	go func() { s.release <- struct{}{} }()
+	_, err := r.Get(ctx, r.Begin(), ns, name)
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Len(), "a later read is kept again")
+}

@@ -161,8 +161,38 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	// One ticker for the three kinds: a pass is one batch (SPEC P1).
 	wg.Go(func() { loop.RunResync(ctx, c.clock, c.opts.SyncPeriod, resync...) })
+	wg.Go(func() { c.sweepEvery(ctx, c.opts.SyncPeriod) })
 	wg.Wait()
 	logger.Info("Stopped controller")
+}
+
+// sweepEvery runs sweep once per period until ctx is done.
+func (c *Controller) sweepEvery(ctx context.Context, period time.Duration) {
+	ticker := c.clock.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+			c.sweep()
+		}
+	}
+}
+
+// sweep drops what is kept about mirrors and Jobs that are gone and that
+// no event will clear (SPEC B15): the echoes of writes whose object was
+// deleted before the write returned. Everything else kept per object is
+// forgotten by the pass that finds the object gone (sync).
+func (c *Controller) sweep() {
+	c.echoes.retain(func(key cache.ObjectName) bool {
+		for _, idx := range []cache.Indexer{c.mirrorIndexer, c.jobIndexer} {
+			if _, ok, _ := idx.GetByKey(key.String()); ok {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // Enqueue adds an object of kind to its queue.
@@ -309,15 +339,9 @@ func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 					c.enqueueObject(newObj)
 				}
 			},
-			DeleteFunc: func(obj interface{}) {
-				if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
-					c.written.Forget(m.GetUID())
-					if q, ok := c.queues[k.name]; ok {
-						q.Drop(cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()})
-					}
-				}
-				c.enqueueObject(obj)
-			},
+			// A deletion enqueues the key: its reconcile finds the object
+			// gone and forgets everything kept about it (sync, B15).
+			DeleteFunc: c.enqueueObject,
 		}); err != nil {
 			return err
 		}

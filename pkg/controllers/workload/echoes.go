@@ -48,3 +48,22 @@ func (e *echoes) forget(key cache.ObjectName) {
 	defer e.mu.Unlock()
 	delete(e.written, key)
 }
+
+// retain drops the keys exists says are gone: the echo of a write whose
+// object was deleted before the write returned (its delete event came
+// first) would otherwise be kept for ever (SPEC B15).
+func (e *echoes) retain(exists func(key cache.ObjectName) bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for key := range e.written {
+		if !exists(key) {
+			delete(e.written, key)
+		}
+	}
+}
+
+func (e *echoes) len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.written)
+}

@@ -33,8 +33,9 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	w, err := k.get(key)
 	if apierrors.IsNotFound(err) {
 		// Gone: the garbage collector removes its Jobs, and a mirror whose
-		// every owner is gone. (Its status record is dropped by the delete
-		// handler.)
+		// every owner is gone. The delete handler enqueued it, so this is
+		// after any pass of it: forget what was kept about it (B15).
+		c.forget(k, key)
 		return nil
 	}
 	if err != nil {
@@ -102,21 +103,31 @@ func (c *Controller) release(ctx context.Context, w *workload) error {
 // last write (S3-style: no write on an unchanged pass) and returns the
 // object as stored.
 func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alpha1.WorkloadStatus) (*workload, error) {
-	if !c.written.NeedsWrite(w.obj.GetUID(), *before, *w.status) {
+	key, uid := w.key(), w.obj.GetUID()
+	if !c.written.NeedsWrite(key, uid, *before, *w.status) {
 		return w, nil
 	}
 	var last *v1alpha1.WorkloadStatus
-	if l, ok := c.written.Last(w.obj.GetUID()); ok {
+	if l, ok := c.written.Last(key, uid); ok {
 		last = &l
 	}
 	stored, err := w.kind.updateStatus(ctx, w)
 	if err != nil {
 		return w, fmt.Errorf("updating status: %w", err)
 	}
-	c.written.Record(w.obj.GetUID(), *stored.status.DeepCopy())
+	c.written.Record(key, uid, *stored.status.DeepCopy())
 	// T7: a run counts once, when the write that records it succeeds.
 	countRecorded(stored.status, before, last)
 	return stored, nil
+}
+
+// forget drops what the controller keeps about kind k's object key, which
+// is gone (SPEC B15): its status record, its queue stamps and its backoff.
+func (c *Controller) forget(k *kind, key cache.ObjectName) {
+	c.written.Forget(key)
+	if q, ok := c.queues[k.name]; ok {
+		q.Drop(key)
+	}
 }
 
 // hasFinalizer reports whether w carries captf.io/destroy.
