@@ -23,6 +23,14 @@ const (
 	// outputs of the state after the newest successful apply (SPEC T4).
 	// Not set before the first successful apply. It is not part of Ready.
 	ConditionOutputsAvailable ConditionType = "OutputsAvailable"
+	// ConditionDependenciesReady says whether the object's Cluster API
+	// owners, its cluster's infrastructure and its bootstrap data allow an
+	// apply (SPEC K2, K4, K5).
+	ConditionDependenciesReady ConditionType = "DependenciesReady"
+	// ConditionDeletionBlocked says, on a deleting TerraformCluster,
+	// whether its destroy waits for machines and pools of the cluster
+	// (SPEC K4).
+	ConditionDeletionBlocked ConditionType = "DeletionBlocked"
 	// ConditionReady summarises the others: True only when every one is True.
 	// It carries the reason and message of the first that is not.
 	ConditionReady ConditionType = "Ready"
@@ -129,6 +137,37 @@ const (
 	// ReasonOutputsTooLarge: the non-sensitive outputs exceed 32 KiB as JSON
 	// (or the sensitive names do); the last good outputs stay.
 	ReasonOutputsTooLarge ConditionReason = "OutputsTooLarge"
+)
+
+// Reasons of DependenciesReady (SPEC K2, K4, K5; upstream A1-149).
+const (
+	// ReasonDependenciesReady: the owners name the object back, the
+	// cluster's infrastructure is provisioned and the bootstrap data is
+	// there (or the object is standalone).
+	ReasonDependenciesReady ConditionReason = "DependenciesReady"
+	// ReasonWaitingForOwner: no Cluster API object owns and names the
+	// object yet (K2).
+	ReasonWaitingForOwner ConditionReason = "WaitingForOwner"
+	// ReasonOwnerMismatch: the owner names another object (K2).
+	ReasonOwnerMismatch ConditionReason = "OwnerMismatch"
+	// ReasonClusterNotTerraform: the Cluster's infrastructure is not a
+	// TerraformCluster (K2).
+	ReasonClusterNotTerraform ConditionReason = "ClusterNotTerraform"
+	// ReasonWaitingForClusterInfrastructure: a machine or pool waits for
+	// its TerraformCluster to be provisioned (K4).
+	ReasonWaitingForClusterInfrastructure ConditionReason = "WaitingForClusterInfrastructure"
+	// ReasonWaitingForBootstrapData: a machine or pool waits for its
+	// owner's bootstrap data Secret (K5).
+	ReasonWaitingForBootstrapData ConditionReason = "WaitingForBootstrapData"
+)
+
+// Reasons of DeletionBlocked (SPEC K4; upstream A1-164).
+const (
+	// ReasonDependentsExist: machines or pools of the cluster exist; the
+	// cluster's destroy waits for them.
+	ReasonDependentsExist ConditionReason = "DependentsExist"
+	// ReasonNotBlocked: nothing holds the cluster's destroy.
+	ReasonNotBlocked ConditionReason = "NotBlocked"
 )
 
 // Reasons of the identity's conditions.

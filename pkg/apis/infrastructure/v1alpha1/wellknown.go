@@ -49,6 +49,10 @@ const (
 	// AnnotationPaused, Cluster API's pause, stops every Job of the object
 	// (SPEC T5).
 	AnnotationPaused = "cluster.x-k8s.io/paused"
+	// AnnotationStandalone, set to "true" on a workload object, opts it out
+	// of SPEC K2-K5: it runs without Cluster API owners, pause, order or
+	// bootstrap data (for tests and users without Cluster API).
+	AnnotationStandalone = "captf.io/standalone"
 	// LabelClusterName names the cluster a machine or pool belongs to (SPEC 1.2).
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
 	// LabelRunner, set to "true" on a ServiceAccount, lets objects name it in
