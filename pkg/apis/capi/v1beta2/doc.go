@@ -8,4 +8,5 @@
 // depend on Cluster API's modules or controller-runtime.
 //
 // +k8s:deepcopy-gen=package
+// +kubebuilder:skip
 package v1beta2
