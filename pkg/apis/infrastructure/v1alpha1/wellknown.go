@@ -33,6 +33,9 @@ const (
 	// action and generation (SPEC T7); absent means attempt 1 (or, on a
 	// re-apply Job created before T7, 1 + its re-apply number).
 	AnnotationJobAttempt = "captf.io/attempt"
+	// AnnotationInputsHash records on a Job, and on an inputs Secret, the
+	// hash of the contract inputs it holds (SPEC K6).
+	AnnotationInputsHash = "captf.io/inputs-hash"
 	// AnnotationRetry on a workload object: a new value runs the apply, or
 	// the pending destroy, once more at once, whatever the last outcome
 	// (SPEC T7). On a Job it records the value that Job was started for.
