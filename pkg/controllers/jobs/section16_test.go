@@ -199,6 +199,8 @@ func TestValidateVariables(t *testing.T) {
 		{in: `{"a":`, wantErr: "not valid JSON"},
 		{in: `{"1st":1,"a.b":2,"":3,"ok":4}`, wantErr: `not Terraform identifiers (a letter or _, then letters, digits, _ or -): "", "1st", "a.b"`},
 		{in: `{"captf_state":1,"captf_":2,"Captf_x":3}`, wantErr: `reserved prefix captf_: "captf_", "captf_state"`},
+		// K6: the contract inputs' names are reserved too.
+		{in: `{"machine_name":1,"bootstrap_data":2,"replicas":3,"machine":4}`, wantErr: `reserved for the Cluster API contract inputs (SPEC K6): "bootstrap_data", "machine_name", "replicas"`},
 		{in: `{"1a":1,"1b":2,"1c":3,"1d":4,"1e":5,"1f":6,"1g":7}`, wantErr: `"1a", "1b", "1c", "1d", "1e" and 2 more`},
 	} {
 		err := ValidateVariables([]byte(tc.in))

@@ -11,8 +11,8 @@
 // lists name exact keys, never prefixes: a prefix (captf.io/*) would let a
 // tenant fill the cache under it. A key a controller starts to read must be
 // added there, or the controller never sees it; TestEveryWellKnownKeyIsClassified
-// fails when a label or annotation constant of the API package is neither
-// kept nor listed as read elsewhere.
+// fails when a label or annotation constant of the API packages is neither
+// kept nor listed in NotKept with why.
 //
 // Kept whole:
 //   - Namespace labels: an identity's allowedNamespaces.selector may name any
@@ -27,7 +27,10 @@
 // precondition) or status writes, whose metadata the API server ignores;
 // mirrors are rewritten from an uncached read.
 //
-// Cluster API objects (Cluster, Machine, MachinePool) will be watched with
-// dynamic informers: [CAPI] lists the fields of each kind to keep and
-// [ForCache] reduces an *unstructured.Unstructured to them (capi.go).
+// Cluster API objects (Cluster, Machine, MachinePool) are read through
+// pkg/capi, whose dynamic informers convert them to a typed subset with
+// their own keep-lists of labels and annotations (pkg/capi/convert.go);
+// [ForCache] leaves objects of types it has no list for as they are but for
+// their managed fields, and TestEveryInformerIsTrimmed (pkg/manager) fails
+// when the manager starts an informer of such a type.
 package trim

@@ -1,6 +1,7 @@
 package trim
 
 import (
+	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
 )
@@ -24,9 +25,6 @@ const (
 	// AnnotationDeleteForMove marks an object clusterctl move deletes from
 	// the source cluster (K11: no destroy, the state is kept).
 	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
-	// LabelControlPlane marks a control-plane Machine (K6: the input
-	// control_plane).
-	LabelControlPlane = "cluster.x-k8s.io/control-plane"
 )
 
 // The keep-lists, one per kind the manager caches. Keys are exact: no
@@ -43,6 +41,8 @@ var (
 			v1alpha1.AnnotationAbandonInfrastructure:    "V2: workload syncDeleting releases without a destroy when it names the UID",
 			v1alpha1.AnnotationRetry:                    "T7: workload runs.go, a new value runs the action once more",
 			v1alpha1.AnnotationProviderFieldsGeneration: "T5: workload coversGeneration, the generation the manager's own write made",
+			v1alpha1.AnnotationStandalone:               "K2: contract.Standalone, runs without Cluster API owners",
+			capiv1.AnnotationClonedFromName:             "K6: contract.RenderInputs, the template tag of captf_tags",
 			AnnotationBlockMove:                         "K11: set by the manager while a Job of the cluster runs",
 			AnnotationDeleteForMove:                     "K11: a deletion by clusterctl move starts no destroy",
 		},
@@ -70,6 +70,7 @@ var (
 			v1alpha1.AnnotationJobReapply:    "C6: jobs.ReapplyOf",
 			v1alpha1.AnnotationJobAttempt:    "T7: jobs.AttemptOf",
 			v1alpha1.AnnotationRetry:         "T7: jobs.RetryOf, the captf.io/retry value the Job ran for",
+			v1alpha1.AnnotationInputsHash:    "K6: jobs.InputsHashOf, the contract inputs the Job ran with",
 		},
 	}
 
@@ -89,13 +90,16 @@ var (
 	}
 )
 
-// NotCached lists the label and annotation constants of the API package
-// that no cache needs, each with why: they are read from uncached objects,
-// or only written. TestEveryWellKnownKeyIsClassified checks that every
-// constant is kept by some list above or named here.
-var NotCached = map[string]string{
+// NotKept lists the label and annotation constants of the API packages
+// (v1alpha1 and the Cluster API subset) that no list above keeps, each with
+// why: they are read from uncached objects, only written, or read on Cluster
+// API objects, whose informers (pkg/capi) keep their own lists.
+// TestEveryWellKnownKeyIsClassified checks that every constant is kept by
+// some list above or named here.
+var NotKept = map[string]string{
 	v1alpha1.LabelCredential:                "C1: read on the source Secret, which is read uncached (M6)",
 	v1alpha1.AnnotationCredentialIdentities: "C1: read on the source Secret, which is read uncached (M6)",
 	v1alpha1.LabelRunner:                    "T1: read on a ServiceAccount, read uncached",
 	v1alpha1.LabelMoveHierarchy:             "set on the identity CRD by the manifests; read by clusterctl, not the manager",
+	capiv1.LabelControlPlane:                "K6: read on Cluster API Machines, which pkg/capi caches with its own list",
 }

@@ -4,7 +4,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -35,8 +34,6 @@ func ForCache(obj interface{}) (interface{}, error) {
 		TrimJob(o)
 	case *corev1.Secret:
 		return TrimMirror(o)
-	case *unstructured.Unstructured:
-		return TrimUnstructured(o), nil
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}
@@ -47,8 +44,7 @@ func ForCache(obj interface{}) (interface{}, error) {
 func Handles(obj interface{}) bool {
 	switch obj.(type) {
 	case *v1alpha1.TerraformCluster, *v1alpha1.TerraformMachine, *v1alpha1.TerraformMachinePool,
-		*v1alpha1.TerraformClusterIdentity, *corev1.Namespace, *batchv1.Job, *corev1.Secret,
-		*unstructured.Unstructured:
+		*v1alpha1.TerraformClusterIdentity, *corev1.Namespace, *batchv1.Job, *corev1.Secret:
 		return true
 	}
 	return false

@@ -16,7 +16,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -202,71 +201,10 @@ func TestForCacheNamespace(t *testing.T) {
 	require.NotNil(t, got.DeletionTimestamp)
 }
 
-// The Cluster API seam: a dynamic informer's object keeps its kind's listed
-// fields, the kept labels and annotations and the core metadata; a kind not
-// listed keeps its metadata alone (fail closed).
-func TestForCacheUnstructured(t *testing.T) {
-	tenant := map[string]interface{}{}
-	for k, v := range tenantLabels(64 << 10) {
-		tenant[k] = v
-	}
-	labels := map[string]interface{}{v1alpha1.LabelClusterName: "c1", LabelControlPlane: ""}
-	for k, v := range tenant {
-		labels[k] = v
-	}
-	machine := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-		"metadata": map[string]interface{}{
-			"name": "m", "namespace": "ns", "uid": "u", "resourceVersion": "7", "generation": int64(2),
-			"labels": labels, "annotations": tenant, "managedFields": []interface{}{map[string]interface{}{"manager": "x"}},
-			"ownerReferences": []interface{}{map[string]interface{}{"name": "ms"}},
-		},
-		"spec": map[string]interface{}{
-			"clusterName": "c1", "version": "v1.34.0", "failureDomain": "fd",
-			"bootstrap":         map[string]interface{}{"dataSecretName": "boot", "configRef": map[string]interface{}{"name": "cfg"}},
-			"infrastructureRef": map[string]interface{}{"kind": "TerraformMachine", "name": "m"},
-			"providerID":        "p",
-		},
-		"status": map[string]interface{}{"phase": "Running", "addresses": []interface{}{"a"}},
-	}}
-	out, err := ForCache(machine)
-	require.NoError(t, err)
-	got := out.(*unstructured.Unstructured)
-	require.Equal(t, map[string]interface{}{
-		"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-		"metadata": map[string]interface{}{
-			"name": "m", "namespace": "ns", "uid": "u", "resourceVersion": "7", "generation": int64(2),
-			"labels":          map[string]interface{}{v1alpha1.LabelClusterName: "c1", LabelControlPlane: ""},
-			"ownerReferences": []interface{}{map[string]interface{}{"name": "ms"}},
-		},
-		"spec": map[string]interface{}{
-			"clusterName": "c1", "version": "v1.34.0", "failureDomain": "fd",
-			"bootstrap":         map[string]interface{}{"dataSecretName": "boot"},
-			"infrastructureRef": map[string]interface{}{"kind": "TerraformMachine", "name": "m"},
-		},
-	}, got.Object)
-	again, err := ForCache(got.DeepCopy())
-	require.NoError(t, err)
-	require.Equal(t, got, again, "idempotent")
-
-	other := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "example.com/v1", "kind": "Other",
-		"metadata": map[string]interface{}{"name": "o", "labels": tenant},
-		"spec":     map[string]interface{}{"x": "y"},
-	}}
-	out, err = ForCache(other)
-	require.NoError(t, err)
-	require.Equal(t, map[string]interface{}{"apiVersion": "example.com/v1", "kind": "Other", "metadata": map[string]interface{}{"name": "o"}},
-		out.(*unstructured.Unstructured).Object, "a kind with no subset keeps its metadata alone")
-}
-
 // The keep-lists name exact, valid keys (no prefix a tenant could fill),
 // each with a reader.
 func TestKeepListsAreExactKeys(t *testing.T) {
 	lists := map[string]Keep{"Workload": Workload, "Identity": Identity, "Namespace": Namespace, "Job": Job, "Mirror": Mirror}
-	for gk, sub := range CAPI {
-		lists[gk.String()] = sub.Keep
-	}
 	for name, k := range lists {
 		for _, m := range []map[string]string{k.Labels, k.Annotations} {
 			for key, why := range m {
@@ -278,8 +216,8 @@ func TestKeepListsAreExactKeys(t *testing.T) {
 	}
 }
 
-// Every label and annotation key the API package defines is either kept
-// by some list or named in NotCached with why: a key a controller starts to
+// Every label and annotation key the API packages define is either kept
+// by some list or named in NotKept with why: a key a controller starts to
 // read cannot be dropped by the caches unnoticed.
 func TestEveryWellKnownKeyIsClassified(t *testing.T) {
 	classified := map[string]bool{}
@@ -291,13 +229,15 @@ func TestEveryWellKnownKeyIsClassified(t *testing.T) {
 			classified[key] = true
 		}
 	}
-	for key := range NotCached {
+	for key := range NotKept {
 		classified[key] = true
 	}
-	keys := wellKnownKeys(t, filepath.Join("..", "..", "apis", "infrastructure", "v1alpha1"))
-	require.Greater(t, len(keys), 15, "the API package's keys were found")
-	for name, key := range keys {
-		require.True(t, classified[key], "v1alpha1.%s (%s) is neither in a keep-list of pkg/controllers/trim nor in NotCached", name, key)
+	for _, pkg := range []string{"infrastructure/v1alpha1", "capi/v1beta2"} {
+		keys := wellKnownKeys(t, filepath.Join("..", "..", "apis", pkg))
+		require.NotEmpty(t, keys, "the keys of %s were found", pkg)
+		for name, key := range keys {
+			require.True(t, classified[key], "%s.%s (%s) is neither in a keep-list of pkg/controllers/trim nor in NotKept", pkg, name, key)
+		}
 	}
 }
 
