@@ -9,5 +9,8 @@
 //   - index: informer indexes and exact identity resolution from them (I2,
 //     I4), shared with the admission webhook (A4).
 //   - source: the shared, uncached read of source Secrets (M6, section 13).
-//   - loop: queues, workers and the resync ticker (R2).
+//   - loop: queues, workers and the resync ticker (R2); what a queue and
+//     the status records keep of an object goes with it (B15).
+//   - trim: the informers' transform and keep-lists: the caches keep only
+//     the labels, annotations and status fields the manager reads (B1, B12).
 package controllers
