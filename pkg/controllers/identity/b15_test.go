@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -70,4 +72,25 @@ func TestSecretRefChangeForgetsTheOldRead(t *testing.T) {
 	moved.Generation++
 	f.c.identityHandler().OnUpdate(id, moved)
 	require.Zero(t, f.reader.Len())
+}
+
+// B15: until Run the queue takes nothing, names that tenants' Jobs and
+// mirrors carry included (a replica that does not lead would keep them for
+// ever); Run then queues every cached identity.
+func TestQueueHeldUntilRun(t *testing.T) {
+	f := newFixture(t, Options{Resync: resync})
+	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, f.reader, f.Tracker, func(freshness.Stamp, ...metav1.Object) {}, f.Recorder, f.Clock, Options{Resync: resync})
+	require.NoError(t, err)
+	t.Cleanup(c.queue.ShutDown)
+	f.seed(newIdentity(identityName, allowAll()))
+	h := c.annotationHandler()
+	for i := range 100 {
+		h.OnUpdate(newMirror(fmt.Sprintf("tenant-chosen-%d", i), "ns", sourceData()), newMirror(fmt.Sprintf("tenant-chosen-%d", i), "ns", sourceData()))
+		c.Enqueue(fmt.Sprintf("id-%d", i))
+	}
+	f.Clock.Step(time.Minute)
+	require.Zero(t, c.queue.Len(), "a held queue keeps nothing")
+
+	c.openQueue()
+	require.Equal(t, 1, c.queue.Len(), "every cached identity")
 }

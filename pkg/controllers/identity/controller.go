@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -141,6 +142,10 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		opts:          opts,
 		staleSince:    map[string]map[string]time.Time{},
 	}
+	// Until Run, events enqueue nothing (B15: a replica that does not
+	// lead would keep every key for ever, names from tenants' Jobs
+	// included); Run adds every identity.
+	c.queue.Hold()
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
 	}
@@ -240,6 +245,24 @@ func (c *Controller) annotationHandler() cache.ResourceEventHandler {
 	}
 }
 
+// openQueue lets the queue take adds, then adds every cached identity as
+// one batch stamped after that (SPEC P1). An event from now on enqueues its
+// identity itself; one before is in what the caches hold.
+func (c *Controller) openQueue() {
+	c.queue.Open()
+	at := freshness.Now()
+	ids, err := c.identities.List(labels.Everything())
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	keys := make([]cache.ObjectName, 0, len(ids))
+	for _, id := range ids {
+		keys = append(keys, cache.ObjectName{Name: id.Name})
+	}
+	c.queue.AddStamped(at, keys...)
+}
+
 // enqueueGone enqueues, once the caches have synced, every identity that
 // a mirror or Job names but that does not exist: one deleted while the
 // manager was down, or whose removal failed before a restart. Its pass
@@ -316,6 +339,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, append(c.synced, c.opts.WaitFor...)...) {
 		return
 	}
+	c.openQueue()
 	c.enqueueGone()
 	loop.Run(ctx, c.queue, workers, c.sync)
 	logger.Info("Stopped controller")

@@ -119,6 +119,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 	require.NoError(t, err)
 	f.c = c
 	f.queue = c.queue
+	f.queue.Open() // as Run does (tests add keys without it)
 	t.Cleanup(f.queue.ShutDown)
 	t.Cleanup(f.checkNoSecretLeak)
 	return f

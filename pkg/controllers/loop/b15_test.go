@@ -71,3 +71,27 @@ func TestDropThenAddAgain(t *testing.T) {
 	require.Eventually(t, func() bool { return q.Len() == 1 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, freshness.Never, q.AddedAt(key), "the new object's timed add is still pending")
 }
+
+// B15: a held queue (a replica that does not lead) keeps nothing of what is
+// added on any path, so keys of objects that come and go while it waits
+// cannot pile up; once open it takes adds again.
+func TestHeldQueueKeepsNothing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := NewQueue("test-b15-held", clk)
+	defer q.ShutDown()
+	q.Hold()
+	for i := range 100 {
+		key := cache.ObjectName{Namespace: "ns", Name: fmt.Sprintf("o-%d", i)}
+		q.Add(key)
+		q.AddStamped(freshness.Now(), key)
+		q.AddAfter(key, time.Second)
+		q.AddRateLimited(key)
+	}
+	clk.Step(time.Hour)
+	require.Zero(t, q.Len())
+	require.Zero(t, tracked(q))
+
+	q.Open()
+	q.Add(cache.ObjectName{Namespace: "ns", Name: "a"})
+	require.Equal(t, 1, q.Len())
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -33,6 +34,13 @@ type Queue interface {
 	// its stamps and its backoff (the object is gone, SPEC B15). A timed
 	// add still pending runs, and its reconcile finds the object gone.
 	Drop(key cache.ObjectName)
+	// Hold makes the queue drop every add until Open. A replica that does
+	// not lead runs no workers, so a key added there would stay for ever:
+	// its controllers hold their queues until they run, then add every key
+	// of their caches at once (SPEC B15).
+	Hold()
+	// Open takes adds again.
+	Open()
 	// AddStamped adds keys as one batch stamped at, a stamp taken before
 	// the first of them is added (a key that already has a later stamp
 	// keeps it). A resync pass or a pushed rotation enqueues many keys;
@@ -68,9 +76,15 @@ type trackingQueue struct {
 	limiter workqueue.TypedRateLimiter[cache.ObjectName]
 	clock   clock.WithDelayedExecution
 
+	// held drops every add (Hold).
+	held atomic.Bool
+
 	mu     sync.Mutex
 	stamps map[cache.ObjectName]*stamps
 }
+
+func (q *trackingQueue) Hold() { q.held.Store(true) }
+func (q *trackingQueue) Open() { q.held.Store(false) }
 
 type stamps struct {
 	last    freshness.Stamp
@@ -89,6 +103,9 @@ func (q *trackingQueue) entry(key cache.ObjectName) *stamps {
 // Add stamps key, then adds it: a reconcile that takes it out sees a stamp
 // no later than its own start.
 func (q *trackingQueue) Add(key cache.ObjectName) {
+	if q.held.Load() {
+		return
+	}
 	q.mu.Lock()
 	q.entry(key).last = freshness.Now()
 	q.mu.Unlock()
@@ -96,6 +113,9 @@ func (q *trackingQueue) Add(key cache.ObjectName) {
 }
 
 func (q *trackingQueue) AddStamped(at freshness.Stamp, keys ...cache.ObjectName) {
+	if q.held.Load() {
+		return
+	}
 	for _, key := range keys {
 		q.mu.Lock()
 		e := q.entry(key)
@@ -109,6 +129,9 @@ func (q *trackingQueue) AddStamped(at freshness.Stamp, keys ...cache.ObjectName)
 // an earlier add reads afresh); when d has passed it is stamped like an Add,
 // just before or after the queue adds it (either way no older read passes).
 func (q *trackingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	if q.held.Load() {
+		return
+	}
 	if d <= 0 {
 		q.Add(key)
 		return

@@ -64,3 +64,37 @@ func TestSweepDropsEchoesOfGoneObjects(t *testing.T) {
 	require.False(t, f.c.echoes.isEcho(cache.ObjectName{Namespace: testNS, Name: "gone-0"}, "7"))
 	require.True(t, f.c.echoes.isEcho(cache.ObjectName{Namespace: testNS, Name: m.Name}, "43"))
 }
+
+// B15: until Run the controller's queues take nothing (a replica that does
+// not lead keeps no key of the objects that come and go meanwhile); Run
+// then queues every cached object once, as one batch, and reports the
+// start-up done (HasSynced, which the identity controller waits for).
+func TestQueuesHeldUntilRun(t *testing.T) {
+	f := newFixture(t)
+	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, f.c.source, f.Tracker, f.Recorder, f.Clock, Options{SyncPeriod: syncPeriod})
+	require.NoError(t, err)
+	for _, q := range c.queues {
+		t.Cleanup(q.ShutDown)
+	}
+	var live []*v1alpha1.TerraformCluster
+	for i := range 100 {
+		cl := newCluster(fmt.Sprintf("c-%d", i))
+		c.enqueueObject(cl) // added, then gone again: never cached
+		if i%10 == 0 {
+			f.seed(cl)
+			live = append(live, cl)
+		}
+	}
+	for _, q := range c.queues {
+		require.Zero(t, q.Len(), "a held queue keeps nothing")
+	}
+	require.False(t, c.opened.Load())
+
+	c.openQueues()
+	require.Equal(t, len(live), c.queues[kindCluster].Len(), "every cached object, once")
+	require.True(t, c.opened.Load(), "HasSynced once the caches are in too")
+	at := c.queues[kindCluster].AddedAt(cache.ObjectName{Namespace: testNS, Name: live[0].Name})
+	for _, cl := range live {
+		require.Equal(t, at, c.queues[kindCluster].AddedAt(cache.ObjectName{Namespace: testNS, Name: cl.Name}), "one batch, one stamp (P1)")
+	}
+}

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,7 +79,9 @@ type Controller struct {
 	// echoes suppresses the events of the manager's own mirror and Job writes.
 	echoes *echoes
 	// written holds the status last written per object.
-	written  *loop.Written[v1alpha1.WorkloadStatus]
+	written *loop.Written[v1alpha1.WorkloadStatus]
+	// opened is set once Run has opened the queues and added every key.
+	opened   atomic.Bool
 	recorder record.EventRecorder
 	clock    clock.WithTickerAndDelayedExecution
 	opts     Options
@@ -130,6 +133,11 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		clock:     clk,
 		opts:      opts,
 	}
+	// Until Run, events enqueue nothing (B15: a replica that does not
+	// lead would keep every key for ever); Run adds every cached key.
+	for _, q := range c.queues {
+		q.Hold()
+	}
 	if err := c.addHandlers(ctx, inf); err != nil {
 		return nil, err
 	}
@@ -148,6 +156,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
+	c.openQueues()
 	var wg sync.WaitGroup
 	var resync []loop.Resync
 	for name, k := range c.kinds {
@@ -164,6 +173,22 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	wg.Go(func() { c.sweepEvery(ctx, c.opts.SyncPeriod) })
 	wg.Wait()
 	logger.Info("Stopped controller")
+}
+
+// openQueues lets the queues take adds, then adds every cached object as
+// one batch stamped after that (SPEC P1: a source read that begins after
+// the stamp serves them all, and no event dropped while held is newer than
+// it), then reports the start-up done (HasSynced). An event from now on
+// enqueues its keys itself; one before is in what the caches hold.
+func (c *Controller) openQueues() {
+	for _, q := range c.queues {
+		q.Open()
+	}
+	at := freshness.Now()
+	for name, k := range c.kinds {
+		c.queues[name].AddStamped(at, k.keys()...)
+	}
+	c.opened.Store(true)
 }
 
 // sweepEvery runs sweep once per period until ctx is done.
@@ -311,9 +336,11 @@ func workloadChanged(oldObj, newObj interface{}) bool {
 		o.GetUID() != n.GetUID()
 }
 
-// HasSynced reports whether the caches are in and every handler has seen
-// its informer's initial list: every key of the start-up is queued.
+// HasSynced reports whether Run has queued every key of the start-up.
 func (c *Controller) HasSynced() bool {
+	if !c.opened.Load() {
+		return false
+	}
 	for _, synced := range c.synced {
 		if !synced() {
 			return false

@@ -245,6 +245,7 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 	require.NoError(t, err)
 	f.c = c
 	for _, q := range c.queues {
+		q.Open() // as Run does (tests add keys without it)
 		t.Cleanup(q.ShutDown)
 	}
 	t.Cleanup(f.checkNoSecretLeak)
