@@ -32,6 +32,7 @@ import (
 	"github.com/captf/captf/pkg/admission"
 	identitywebhook "github.com/captf/captf/pkg/admission/identity"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/identity"
 	"github.com/captf/captf/pkg/controllers/index"
@@ -71,6 +72,10 @@ type Deps struct {
 	CaptfInformers captfinformers.SharedInformerFactory
 	// Recorder emits events as captf-manager.
 	Recorder record.EventRecorder
+	// CAPI are Cluster API's informers (SPEC K2-K6), for the resources
+	// the API server serves; CAPIServed says whether it serves any.
+	CAPI       *capi.Informers
+	CAPIServed bool
 }
 
 // newControllers builds the controllers. Each requests its informers here,
@@ -88,6 +93,8 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		Namespaces: d.Informers.Core().V1().Namespaces(),
 		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
 		Jobs:       d.JobInformers.Batch().V1().Jobs(),
+		CAPI:       d.CAPI,
+		CAPIServed: d.CAPIServed,
 	}, reader, tracker, d.Recorder, workload.Options{
 		SyncPeriod:           d.Options.SyncPeriod,
 		RunnerImage:          d.Options.RunnerImage,

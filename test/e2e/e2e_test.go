@@ -302,7 +302,7 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	// module's rotation probe), so R3 is seen from inside a running Job.
 	before := lastSeq(e.cloud.seen(ctx, t))
 	cluster := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: tenant},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: tenant, Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}},
 		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: &v1alpha1.IdentityReference{Name: identity},
 			Source:      v1alpha1.SourceSpec{Image: moduleImage},

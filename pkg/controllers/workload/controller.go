@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/index"
@@ -51,6 +52,12 @@ type Informers struct {
 	Mirrors coreinformers.SecretInformer
 	// Jobs must be restricted to captf.io/managed=true.
 	Jobs batchinformers.JobInformer
+	// CAPI are Cluster API's informers (SPEC K2-K6); nil, or nil
+	// informers within, where the API server does not serve them.
+	CAPI *capi.Informers
+	// CAPIServed says whether Cluster API is served at all: the
+	// WaitingForOwner message says so when it is not.
+	CAPIServed bool
 }
 
 // Controller reconciles the three workload kinds.
@@ -77,6 +84,10 @@ type Controller struct {
 	conflicts *conflicts.Tracker
 	// echoes suppresses the events of the manager's own mirror and Job writes.
 	echoes *echoes
+	// capi reads Cluster API's caches (never nil); capiServed says
+	// whether the API server serves Cluster API.
+	capi       *capi.Informers
+	capiServed bool
 	// written holds the status last written per object.
 	written  *loop.Written[v1alpha1.WorkloadStatus]
 	recorder record.EventRecorder
@@ -97,6 +108,15 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	resolver, err := index.NewControllerIndexes(inf.Clusters, inf.Machines, inf.Pools, inf.Mirrors.Informer(), inf.Jobs.Informer())
 	if err != nil {
 		return nil, err
+	}
+	for _, i := range []cache.SharedIndexInformer{inf.Machines.Informer(), inf.Pools.Informer()} {
+		if err := i.AddIndexers(cache.Indexers{indexMembers: memberKeys}); err != nil {
+			return nil, err
+		}
+	}
+	capiInf := inf.CAPI
+	if capiInf == nil {
+		capiInf = &capi.Informers{}
 	}
 	c := &Controller{
 		kube:  kube,
@@ -122,13 +142,15 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 			inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
 			inf.Mirrors.Informer().HasSynced, inf.Jobs.Informer().HasSynced,
 		},
-		source:    reader,
-		conflicts: tracker,
-		echoes:    newEchoes(),
-		written:   loop.NewWritten[v1alpha1.WorkloadStatus](),
-		recorder:  recorder,
-		clock:     clk,
-		opts:      opts,
+		source:     reader,
+		conflicts:  tracker,
+		echoes:     newEchoes(),
+		written:    loop.NewWritten[v1alpha1.WorkloadStatus](),
+		capi:       capiInf,
+		capiServed: inf.CAPIServed,
+		recorder:   recorder,
+		clock:      clk,
+		opts:       opts,
 	}
 	if err := c.addHandlers(ctx, inf); err != nil {
 		return nil, err
@@ -372,6 +394,9 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 			}
 		},
 	}); err != nil {
+		return err
+	}
+	if err := c.addContractHandlers(inf); err != nil {
 		return err
 	}
 	return c.addOwnedHandlers(inf)

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -36,13 +35,9 @@ const statePageSize = 4
 func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	rec := w.status.LastApply
 	if rec == nil || rec.Outcome != v1alpha1.RunSucceeded {
-		// Nothing new to read; provisioned, once true, stays (T5).
+		// Nothing new to read (provisioned is contractOutputsStep's, K7).
 		return nil
 	}
-	if w.status.Initialization == nil {
-		w.status.Initialization = &v1alpha1.WorkloadInitialization{}
-	}
-	w.status.Initialization.Provisioned = ptr.To(true)
 	if src := w.status.OutputsSource; src != nil && src.JobName == rec.JobName {
 		return nil
 	}
@@ -67,13 +62,10 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	case 0:
 		w.status.Outputs = &runtime.RawExtension{Raw: encoded}
 		w.status.SensitiveOutputs = out.Sensitive
-		problem := ""
-		if p := providerOutputProblem(w.robj, out.Values); p != "" {
-			problem = "; " + p // T5: reported once per read
-		}
+		// What the contract outputs say is OutputsValid's (K7, capi.go).
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
-			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)%s",
-			len(out.Values)+len(out.Sensitive), secret, job, len(out.Sensitive), problem)
+			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)",
+			len(out.Values)+len(out.Sensitive), secret, job, len(out.Sensitive))
 		logger.Info("Read Terraform outputs", "outputs", len(out.Values), "sensitiveOutputs", len(out.Sensitive))
 		return nil
 	case tfstate.KindNotFound:

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -66,11 +67,20 @@ func (f *fixture) countStateCalls() *stateCalls {
 	sc := &stateCalls{}
 	f.Kube.PrependReactor("*", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		name := ""
-		if g, ok := a.(k8stesting.GetAction); ok {
-			name = g.GetName()
+		switch x := a.(type) {
+		case k8stesting.GetAction:
+			name = x.GetName()
+		case k8stesting.DeleteAction:
+			name = x.GetName()
+		case k8stesting.CreateAction:
+			if m, err := meta.Accessor(x.GetObject()); err == nil {
+				name = m.GetName()
+			}
 		}
-		if name == sourceName || name == mirrorName || a.GetNamespace() == "" {
-			// Not the state: the source, the mirror, the fixture's catchUp.
+		if name == sourceName || name == mirrorName || a.GetNamespace() == "" ||
+			strings.HasPrefix(name, jobs.RunSecretPrefix) || strings.HasPrefix(name, jobs.InputsSecretPrefix) {
+			// Not the state: the source, the mirror, the fixture's
+			// catchUp, a run's inputs (K5, K6; inputs_test.go).
 			return false, nil, nil
 		}
 		desc := a.GetVerb() + " " + a.GetNamespace() + "/" + name

@@ -275,7 +275,7 @@ func TestNamespaceDeletion(t *testing.T) {
 	f := setup(t)
 	ns := f.Env.CreateNamespace(t, "doomed", nil)
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-image"},
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-image", Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
