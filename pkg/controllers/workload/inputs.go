@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -151,8 +152,12 @@ func (c *Controller) startRun(ctx context.Context, job *batchv1.Job, in contract
 // resume clears spec.suspend of job.
 func (c *Controller) resume(ctx context.Context, job *batchv1.Job) error {
 	patch := []byte(`{"spec":{"suspend":false}}`)
-	_, err := c.kube.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
-	if err != nil && !apierrors.IsNotFound(err) {
+	out, err := c.kube.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		// The manager's own write: its event is not a change to react to.
+		c.echoes.wrote(cache.ObjectName{Namespace: out.Namespace, Name: out.Name}, out.ResourceVersion)
+	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("resuming Job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	return nil
