@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -26,7 +27,11 @@ func newCAPI(ctx context.Context, cfg *rest.Config, d discovery.DiscoveryInterfa
 	if err != nil {
 		return nil, false, fmt.Errorf("Cluster API client: %w", err)
 	}
-	inf, err := capi.NewInformers(client, served, 0)
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("metadata client: %w", err)
+	}
+	inf, err := capi.NewInformers(client, meta, served, 0)
 	if err != nil {
 		return nil, false, err
 	}

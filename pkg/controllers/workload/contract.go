@@ -279,6 +279,28 @@ func (c *Controller) addContractHandlers(inf Informers) error {
 			return err
 		}
 	}
+	// K5: a pool re-applies when its bootstrap data changes (kubeadm
+	// rotates a pool's join token in the same Secret, upstream A4-12):
+	// the Secret's metadata watch maps a new version to the pools that
+	// use it, whose pass reads it uncached.
+	if i := c.capi.BootstrapSecrets; i != nil {
+		if err := c.handle(i, cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj interface{}) {
+				o, ok1 := oldObj.(metav1.Object)
+				n, ok2 := newObj.(metav1.Object)
+				if ok1 && ok2 && o.GetResourceVersion() != n.GetResourceVersion() {
+					c.enqueuePoolsOf(n)
+				}
+			},
+			AddFunc: func(obj interface{}) {
+				if m, ok := obj.(metav1.Object); ok {
+					c.enqueuePoolsOf(m)
+				}
+			},
+		}); err != nil {
+			return err
+		}
+	}
 	// A member's deletion may unblock its cluster's destroy (K4); a
 	// cluster's provisioning or exports reach its members (K4, K6).
 	for _, kind := range []string{v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
@@ -315,6 +337,14 @@ func withoutVersion(obj interface{}) interface{} {
 		return o
 	}
 	return obj
+}
+
+// enqueuePoolsOf enqueues the TerraformMachinePools whose MachinePool's
+// template names the bootstrap data Secret s (K5).
+func (c *Controller) enqueuePoolsOf(s metav1.Object) {
+	for _, p := range c.capi.PoolsUsingBootstrapSecret(s.GetNamespace(), s.GetName()) {
+		c.enqueueNamed(p.Namespace, p.Spec.Template.Spec.InfrastructureRef, v1alpha1.KindTerraformMachinePool)
+	}
 }
 
 // enqueueForCluster enqueues the TerraformCluster a Cluster names and the

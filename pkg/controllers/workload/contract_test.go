@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
@@ -468,4 +469,30 @@ func TestK8ReadyFollowsHealthNotRuns(t *testing.T) {
 	st := f.lastStatus()
 	requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed)
 	requireCondition(t, st, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
+}
+
+// K5: a pool re-applies when its bootstrap data changes; the change of
+// the Secret's version enqueues the pool (the metadata watch), whose pass
+// reads it uncached.
+func TestK5PoolFollowsItsBootstrapData(t *testing.T) {
+	f := capiFixture(t)
+	f.seed(newPool("tmp1", withCAPI, capiOwner(capiv1.KindMachinePool, "p1")))
+	f.seedCAPI(capiPool("p1", "tmp1", ptr.To("p1-bootstrap"), 2))
+	f.seedHidden(bootstrapSecret("p1-bootstrap", bootstrapValue))
+	require.NoError(t, f.sync(kindPool, "tmp1"))
+	first := f.createdJobs()[0]
+	f.catchUp()
+	f.finishAt(first.Name, jobSucceeded)
+	f.catchUp()
+	require.NoError(t, f.sync(kindPool, "tmp1"))
+	require.Empty(t, f.createdJobs())
+
+	f.c.enqueuePoolsOf(&metav1.ObjectMeta{Namespace: testNS, Name: "p1-bootstrap"})
+	f.waitQueued(kindPool, cache.ObjectName{Namespace: testNS, Name: "tmp1"})
+
+	rotated := bootstrapSecret("p1-bootstrap", "#cloud-config\nrotated-token\n")
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), rotated, testNS))
+	f.catchUp()
+	require.NoError(t, f.sync(kindPool, "tmp1"))
+	require.Len(t, f.createdJobs(), 1, "new bootstrap data: re-apply")
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -340,7 +341,7 @@ func newCAPIInformers(t *testing.T) *capi.Informers {
 		capiv1.ClustersResource: "ClusterList", capiv1.MachinesResource: "MachineList", capiv1.MachinePoolsResource: "MachinePoolList",
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists)
-	inf, err := capi.NewInformers(client, capi.Served{Clusters: true, Machines: true, MachinePools: true}, 0)
+	inf, err := capi.NewInformers(client, metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), capi.Served{Clusters: true, Machines: true, MachinePools: true}, 0)
 	require.NoError(t, err)
 	return inf
 }
