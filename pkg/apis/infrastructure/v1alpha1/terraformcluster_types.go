@@ -17,6 +17,7 @@ import (
 
 // TerraformCluster runs Terraform Jobs for a cluster's infrastructure with
 // the credentials of its identity (SPEC I1).
+// +kubebuilder:validation:XValidation:rule="has(self.spec.identityRef)",message="spec.identityRef is required: spec.defaults.identityRef applies to machines and pools only, never to the cluster itself (A6)",fieldPath=".spec.identityRef"
 type TerraformCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -30,8 +31,9 @@ type TerraformCluster struct {
 	Status WorkloadStatus `json:"status,omitempty"`
 }
 
-// TerraformClusterSpec is the desired state of a TerraformCluster.
-// +kubebuilder:validation:XValidation:rule="has(self.identityRef)",message="spec.identityRef is required: spec.defaults.identityRef applies to machines and pools only, never to the cluster itself (A6)"
+// TerraformClusterSpec is the desired state of a TerraformCluster. Its
+// identityRef is required on the TerraformCluster (A6), not in a
+// TerraformClusterTemplate, where a ClusterClass patch may set it (K9).
 type TerraformClusterSpec struct {
 	// IdentityRef names the identity whose credentials this cluster's Jobs
 	// use. Required (SPEC A6) and mutable: a change re-resolves the

@@ -80,4 +80,8 @@ const (
 	KindTerraformCluster         = "TerraformCluster"
 	KindTerraformMachine         = "TerraformMachine"
 	KindTerraformMachinePool     = "TerraformMachinePool"
+	// The template kinds (SPEC K9).
+	KindTerraformClusterTemplate     = "TerraformClusterTemplate"
+	KindTerraformMachineTemplate     = "TerraformMachineTemplate"
+	KindTerraformMachinePoolTemplate = "TerraformMachinePoolTemplate"
 )
