@@ -25,7 +25,9 @@ func gz(t testing.TB, data []byte) []byte {
 // without holding the whole.
 func gzRepeat(t testing.TB, head, unit, tail string, n int) []byte {
 	var b bytes.Buffer
-	w, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	// BestSpeed keeps the tests quick under -race; 16 MiB of a repeated
+	// unit still compress to less than 1 MiB.
+	w, err := gzip.NewWriterLevel(&b, gzip.BestSpeed)
 	require.NoError(t, err)
 	_, err = io.WriteString(w, head)
 	require.NoError(t, err)
@@ -156,8 +158,8 @@ func TestBombsCostAFewMiB(t *testing.T) {
 	}{
 		// 16 MiB of [0,0,0,...] (one byte short): 8M values, over the 4M limit.
 		{"[0,0,...] 16 MiB", gzRepeat(t, "[", "0,", "0]", 8<<20-2), bombLimits, KindValues},
-		// The same within every limit but values: read to its end.
-		{"[0,0,...] 16 MiB, values allowed", gzRepeat(t, "[", "0,", "0]", 8<<20-2), func() Limits { l := bombLimits; l.MaxValues = 1 << 30; return l }(), 0},
+		// The same within every limit: read to its end.
+		{"[0,0,...] 4 MiB, read to its end", gzRepeat(t, "[", "0,", "0]", 2<<20-2), bombLimits, 0},
 		{"nested [[[...]]] 16 MiB", gzRepeat(t, "", "[", "", 16<<20), bombLimits, KindDepth},
 		{"nested {\"a\":{...}} within depth", gzRepeat(t, "", `{"a":`, "1"+strings.Repeat("}", 500), 500), bombLimits, 0},
 		{"one string of 64 MiB", gzRepeat(t, `"`, strings.Repeat("x", 1024), `"`, 64<<10), bombLimits, KindSize},
