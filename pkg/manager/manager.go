@@ -71,6 +71,9 @@ type Deps struct {
 	CaptfInformers captfinformers.SharedInformerFactory
 	// Recorder emits events as captf-manager.
 	Recorder record.EventRecorder
+	// Uncached are the workload controller's clients of uncached reads of
+	// state Secrets and Jobs, within a size budget (SPEC B11).
+	Uncached workload.Uncached
 }
 
 // newControllers builds the controllers. Each requests its informers here,
@@ -80,7 +83,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	reader := source.NewReader(d.Kube)
 	// Conflicts are re-recorded every sync period while they last (R2).
 	tracker := conflicts.New(clock.RealClock{}, 2*d.Options.SyncPeriod+time.Minute)
-	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, workload.Informers{
+	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, d.Uncached, workload.Informers{
 		Clusters:   captf.TerraformClusters(),
 		Machines:   captf.TerraformMachines(),
 		Pools:      captf.TerraformMachinePools(),

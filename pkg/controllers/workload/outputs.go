@@ -116,7 +116,7 @@ func (c *Controller) outputsSource(w *workload, job string) *v1alpha1.OutputsSou
 // within MaxResponseBytes. An error that is not a *tfstate.Error is the
 // API server's.
 func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, error) {
-	secrets := c.kube.CoreV1().Secrets(ns)
+	secrets := c.uncached.Kube.CoreV1().Secrets(ns)
 	return tfstate.Read(tfstate.Chunks(suffix, func(name string) (*corev1.Secret, error) {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
