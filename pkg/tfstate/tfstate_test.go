@@ -176,7 +176,9 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// TestDecodeBombs decodes small gzips that expand to 16 MiB or more: each
+// TestDecodeBombs decodes small gzips that expand to 16 MiB or more (a
+// string or multi-stream bomb past the size limit: TestDecodeAtTheCap and
+// package bounded): each
 // ends as its kind says, and the bytes allocated stay within a few MiB
 // (SPEC B10), not the 16 MiB of JSON, let alone what it expands to. Before
 // B10, the [0,0,0,...] value of a non-sensitive output cost hundreds of MiB.
@@ -198,8 +200,6 @@ func TestDecodeBombs(t *testing.T) {
 		{"resources of [0,0,0,...] 16 MiB", zeros(`{"version":4,"outputs":{},"resources":[`, `]}`, MaxStateBytes), KindTooLarge},
 		{"an output nested 16M deep", gzRepeat(t, `{"version":4,"outputs":{"x":{"value":`, "[", "", MaxStateBytes-64), KindTooLarge},
 		{"resources nested 16M deep", gzRepeat(t, `{"version":4,"resources":`, `{"a":`, "", MaxStateBytes/5), KindTooLarge},
-		{"a string of 64 MiB", gzRepeat(t, `{"version":4,"pad":"`, "p", `"}`, 64*mib), KindTooLarge},
-		{"1024 streams of 1 MiB", bytes.Repeat(gzRepeat(t, "", " ", "", mib), 1024), KindTooLarge},
 		{"an output name of 1 MiB", gzRepeat(t, `{"version":4,"outputs":{"`, "n", `":{"value":1}}}`, mib), KindTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
