@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 )
 
 // forbidTypedLists fails the test on any LIST of resource through the typed
@@ -159,4 +161,30 @@ func TestDeleteStateReadsMetadataB11(t *testing.T) {
 	for i := range 20 {
 		require.NotNil(t, f.storedSecret(testNS, fmt.Sprintf("look-alike-%d", i)))
 	}
+}
+
+// B10, T4: a pass that starts before the cache has caught up with the
+// status write of the read (an event queued the key meanwhile) does not
+// read the state again: the result written is kept. The full attack test
+// saw the slowest bomb read twice that way.
+func TestOutputsNotReadAgainOnAStaleCacheB10(t *testing.T) {
+	const kind = v1alpha1.KindTerraformCluster
+	f := newFixture(t)
+	f.Secrets = append(f.Secrets, sensitiveOutput)
+	obj := f.applied(kind, 1)
+	f.putState(stateSecretOf(kind, obj, "", tfstatetest.Gzip([]byte(`[0,0,0]`))))
+	calls := f.countStateCalls()
+	f.catchUp()
+
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Len(t, calls.take(), 1)
+	written := f.lastStatus()
+	requireCondition(t, written, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsReadFailed)
+
+	// No catchUp: the cache still holds the status from before the read.
+	require.NoError(t, f.sync(kind, "obj"))
+	require.Empty(t, calls.take(), "the state is read once")
+	st := f.lastStatus()
+	require.Equal(t, written.OutputsSource, st.OutputsSource)
+	requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsReadFailed)
 }

@@ -3,9 +3,11 @@ package workload
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
@@ -42,6 +44,14 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	}
 	w.status.Initialization.Provisioned = ptr.To(true)
 	if src := w.status.OutputsSource; src != nil && src.JobName == rec.JobName {
+		return nil
+	}
+	if last, ok := c.written.Last(w.obj.GetUID()); ok && last.OutputsSource != nil && last.OutputsSource.JobName == rec.JobName {
+		// This process read the state after this Job and wrote the result;
+		// the cache has not caught up with that write yet. Keep the result
+		// rather than read again: once per apply (T4, B10), however soon
+		// the next pass comes.
+		keepRead(w, &last)
 		return nil
 	}
 	job := rec.JobName
@@ -86,6 +96,17 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	}
 	logger.Info("Could not publish Terraform outputs", "problem", kind.String(), "err", err)
 	return nil
+}
+
+// keepRead copies into w the result of the read last written: outputs,
+// sensitive names, outputsSource and the OutputsAvailable condition.
+func keepRead(w *workload, last *v1alpha1.WorkloadStatus) {
+	w.status.Outputs = last.Outputs.DeepCopy()
+	w.status.SensitiveOutputs = slices.Clone(last.SensitiveOutputs)
+	w.status.OutputsSource = last.OutputsSource.DeepCopy()
+	if c := meta.FindStatusCondition(last.Conditions, string(v1alpha1.ConditionOutputsAvailable)); c != nil {
+		meta.SetStatusCondition(&w.status.Conditions, *c)
+	}
 }
 
 // outputsSource is the status.outputsSource of a read that followed the
