@@ -76,6 +76,9 @@ type Deps struct {
 	// the API server serves; CAPIServed says whether it serves any.
 	CAPI       *capi.Informers
 	CAPIServed bool
+	// Uncached are the workload controller's clients of uncached reads of
+	// state Secrets and Jobs, within a size budget (SPEC B11).
+	Uncached workload.Uncached
 }
 
 // newControllers builds the controllers. Each requests its informers here,
@@ -85,7 +88,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	reader := source.NewReader(d.Kube)
 	// Conflicts are re-recorded every sync period while they last (R2).
 	tracker := conflicts.New(clock.RealClock{}, 2*d.Options.SyncPeriod+time.Minute)
-	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, workload.Informers{
+	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, d.Uncached, workload.Informers{
 		Clusters:   captf.TerraformClusters(),
 		Machines:   captf.TerraformMachines(),
 		Pools:      captf.TerraformMachinePools(),

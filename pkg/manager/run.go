@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/admission"
+	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/version"
 )
 
@@ -32,6 +33,9 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	d, err := newDeps(cfg, o)
 	if err != nil {
+		return err
+	}
+	if d.Uncached, err = workload.NewUncached(cfg, d.Kube); err != nil {
 		return err
 	}
 	if d.CAPI, d.CAPIServed, err = newCAPI(ctx, cfg, d.Kube.Discovery()); err != nil {

@@ -156,7 +156,7 @@ func (c *Controller) readBootstrap(ctx context.Context, w *workload, g *contract
 		return nil, nil
 	}
 	g.BootstrapSecret = *name
-	s, err := c.kube.CoreV1().Secrets(w.obj.GetNamespace()).Get(ctx, *name, metav1.GetOptions{})
+	s, err := c.uncached.Kube.CoreV1().Secrets(w.obj.GetNamespace()).Get(ctx, *name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		g.Bootstrap = contract.BootstrapSecretNotFound

@@ -65,6 +65,8 @@ type Controller struct {
 	// kube writes mirrors and Jobs; captf writes workload objects.
 	kube  kubernetes.Interface
 	captf versioned.Interface
+	// uncached reads state Secrets and Jobs with a size budget (B11).
+	uncached Uncached
 	// kinds by kind name, each with its queue in queues.
 	kinds  map[string]*kind
 	queues map[string]loop.Queue
@@ -97,12 +99,12 @@ type Controller struct {
 
 // NewController builds the controller and registers its event handlers and
 // indexes; call before the informer factories start.
-func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, uncached Uncached, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, opts Options) (*Controller, error) {
-	return newController(ctx, kube, captf, inf, reader, tracker, recorder, clock.RealClock{}, opts)
+	return newController(ctx, kube, captf, uncached, inf, reader, tracker, recorder, clock.RealClock{}, opts)
 }
 
-func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, uncached Uncached, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
 	metrics.Register()
 	resolver, err := index.NewControllerIndexes(inf.Clusters, inf.Machines, inf.Pools, inf.Mirrors.Informer(), inf.Jobs.Informer())
@@ -119,8 +121,9 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		capiInf = &capi.Informers{}
 	}
 	c := &Controller{
-		kube:  kube,
-		captf: captf,
+		kube:     kube,
+		captf:    captf,
+		uncached: uncached,
 		kinds: map[string]*kind{
 			v1alpha1.KindTerraformCluster:     clusterKind(inf.Clusters, captf),
 			v1alpha1.KindTerraformMachine:     machineKind(inf.Machines, captf),

@@ -231,9 +231,10 @@ func (a action) String() string {
 
 type fixture struct {
 	*controllertest.Env
-	t   *testing.T
-	inf Informers
-	c   *Controller
+	t    *testing.T
+	inf  Informers
+	c    *Controller
+	meta *metadataFake
 
 	mu      sync.Mutex
 	actions []action
@@ -281,7 +282,9 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 		CAPIServed: true,
 	}
 	// The informers are never started: tests seed their indexers.
-	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
+	f.meta = metadataOf(f.Kube)
+	uncached := Uncached{Kube: f.Kube, Metadata: f.meta}
+	c, err := newController(f.Ctx, f.Kube, f.Captf, uncached, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
 	require.NoError(t, err)
 	f.c = c
 	for _, q := range c.queues {

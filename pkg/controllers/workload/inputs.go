@@ -55,7 +55,7 @@ func inputsSecretName(w *workload) string {
 // savedInputs reads w's inputs Secret uncached; nil when there is none or
 // it cannot be used (it is rewritten by the next apply).
 func (c *Controller) savedInputs(ctx context.Context, w *workload) (contract.Inputs, error) {
-	s, err := c.kube.CoreV1().Secrets(w.obj.GetNamespace()).Get(ctx, inputsSecretName(w), metav1.GetOptions{})
+	s, err := c.uncached.Kube.CoreV1().Secrets(w.obj.GetNamespace()).Get(ctx, inputsSecretName(w), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -99,7 +99,7 @@ func (c *Controller) saveInputs(ctx context.Context, w *workload, in contract.In
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{jobs.InputsKey: in.JSON()},
 	}
-	cur, err := secrets.Get(ctx, name, metav1.GetOptions{})
+	cur, err := c.uncached.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		_, err = secrets.Create(ctx, desired, metav1.CreateOptions{FieldManager: fieldManager})
