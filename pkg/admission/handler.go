@@ -195,7 +195,7 @@ func (h *routeHandler) reviewV1beta1(ctx context.Context, review *admissionv1bet
 		op = operationLabel(admissionv1.Operation(review.Request.Operation))
 	}
 	msg := `admission.k8s.io/v1beta1 AdmissionReview is not supported: set admissionReviewVersions: ["v1"] in the webhook configuration`
-	klog.FromContext(ctx).Info("Refused admission request", "uid", uid, "reason", msg)
+	klog.FromContext(ctx).Info("Refused admission request", "uid", ClipName(string(uid)), "reason", msg)
 	status := failure(http.StatusBadRequest, metav1.StatusReasonBadRequest, msg)
 	out := &admissionv1beta1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1beta1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
@@ -225,10 +225,10 @@ func (h *routeHandler) reviewV1(ctx context.Context, review *admissionv1.Admissi
 func (h *routeHandler) admit(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
 	// Only names and identities are logged, never object content (SPEC X1).
 	logger := klog.FromContext(ctx).WithValues(
-		"uid", req.UID,
-		"user", clip(req.UserInfo.Username),
+		"uid", ClipName(string(req.UID)),
+		"user", ClipName(req.UserInfo.Username),
 		"operation", clip(string(req.Operation)),
-		"object", klog.KRef(clip(req.Namespace), clip(req.Name)),
+		"object", klog.KRef(ClipName(req.Namespace), ClipName(req.Name)),
 		"resource", clip(gvrString(schema.GroupVersionResource(req.Resource), req.SubResource)),
 	)
 	ctx = klog.NewContext(ctx, logger)

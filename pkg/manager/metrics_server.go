@@ -274,11 +274,11 @@ func (a *scrapeAuth) review(r *http.Request) (int, string) {
 
 	sar, err := a.access.Create(ctx, metricsAccessReview(user, path), metav1.CreateOptions{})
 	if err != nil {
-		a.logger.Error(err, "SubjectAccessReview failed; refusing the scrape", "user", user.Username, "remoteAddr", r.RemoteAddr)
+		a.logger.Error(err, "SubjectAccessReview failed; refusing the scrape", "user", admission.ClipName(user.Username), "remoteAddr", r.RemoteAddr)
 		return http.StatusServiceUnavailable, "authorization unavailable, retry later"
 	}
 	if !sar.Status.Allowed || sar.Status.Denied {
-		a.logger.V(2).Info("Refused a scrape: not authorized", "user", user.Username, "path", path, "remoteAddr", r.RemoteAddr)
+		a.logger.V(2).Info("Refused a scrape: not authorized", "user", admission.ClipName(user.Username), "path", path, "remoteAddr", r.RemoteAddr)
 		return http.StatusForbidden, fmt.Sprintf("forbidden: user %q may not get %s", user.Username, path)
 	}
 	a.allowed.add(key)
