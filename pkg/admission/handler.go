@@ -129,12 +129,15 @@ func (h *routeHandler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *
 	}
 
 	// The API server passes its own deadline for the call; honour it so a
-	// slow SubjectAccessReview gives up when nobody waits for the answer.
+	// slow SubjectAccessReview gives up when nobody waits for the answer. A
+	// caller that passes none gets the longest the API server may ask for:
+	// no request waits on the webhook's rate limiter for ever (B14).
+	timeout := maxRequestTimeout
 	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, min(d, maxRequestTimeout))
-		defer cancel()
+		timeout = min(d, maxRequestTimeout)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return h.review(ctx, body)
 }
 

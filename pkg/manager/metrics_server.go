@@ -26,6 +26,7 @@ import (
 
 	"github.com/captf/captf/pkg/admission"
 	"github.com/captf/captf/pkg/admission/certs"
+	"github.com/captf/captf/pkg/version"
 )
 
 // Scrape reviews (SPEC B4). Prometheus scrapes every 15-30 s with the same
@@ -79,6 +80,9 @@ func newMetricsServer(ctx context.Context, cfg *rest.Config, o *Options) (*metri
 
 	reviewCfg := rest.CopyConfig(cfg)
 	reviewCfg.QPS, reviewCfg.Burst = scrapeReviewQPS, scrapeReviewBurst
+	reviewCfg.RateLimiter = nil
+	// Told apart from the controllers' and the webhook's in audit logs.
+	reviewCfg.UserAgent = version.UserAgent() + " metrics"
 	reviewClient, err := kubernetes.NewForConfig(reviewCfg)
 	if err != nil {
 		return nil, err
