@@ -17,6 +17,14 @@
 //   - B8, a mirror the tenant made immutable (MirrorFailed, never reported
 //     current, recreated once deleted) and revocation with the source
 //     Secret deleted (V1, V5);
+//   - B13, issue 20's clusters and machines sharing one cluster-name label
+//     with the manager running: identity DELETE within 1 s, I4 fan-out,
+//     other identities converging;
+//   - B14, a flood of AdmissionReviews needing SubjectAccessReviews at the
+//     webhook's port (the controllers' client sends none, the webhook's
+//     stays under its rate limit, rotation converges), and
+//     --webhook-client-ca (refused at TLS without the certificate; the API
+//     server, which presents it, is served);
 //   - last, an X1 scan for every credential value used.
 //
 // `make test` runs the short variant; CAPTF_FAULTS_FULL=1 (`make
@@ -39,7 +47,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true})
+	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true, WebhookClientCert: true})
 }
 
 // full is set by CAPTF_FAULTS_FULL=1: the scale of issue 13.

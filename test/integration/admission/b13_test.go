@@ -126,7 +126,9 @@ func heldLease(t *testing.T, e *framework.Env) *coordinationv1.Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Kube.CoordinationV1().Leases(l.Namespace).Delete(context.Background(), l.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.Kube.CoordinationV1().Leases(l.Namespace).Delete(context.Background(), l.Name, metav1.DeleteOptions{})
+	})
 	return l
 }
 
