@@ -82,16 +82,18 @@ func (r *Resolver) clusterFor(namespace, clusterName string, self *v1alpha1.Terr
 	if err != nil {
 		return nil, err
 	}
-	if found {
-		objs = append(objs, byName)
-	}
-	candidates := make([]*v1alpha1.TerraformCluster, 0, len(objs)+1)
-	for _, o := range objs {
+	candidates := make([]*v1alpha1.TerraformCluster, 0, len(objs)+2)
+	add := func(o interface{}) {
 		c, ok := o.(*v1alpha1.TerraformCluster)
-		if !ok || (self != nil && c.Namespace == self.Namespace && c.Name == self.Name) {
-			continue
+		if ok && (self == nil || c.Namespace != self.Namespace || c.Name != self.Name) {
+			candidates = append(candidates, c)
 		}
-		candidates = append(candidates, c)
+	}
+	for _, o := range objs {
+		add(o)
+	}
+	if found {
+		add(byName)
 	}
 	if self != nil {
 		candidates = append(candidates, self)
