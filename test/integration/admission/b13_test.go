@@ -50,7 +50,8 @@ func TestB13DeleteWithTenThousandUsers(t *testing.T) {
 		}
 		// 100 clusters over 10 namespaces, each with 66 machines that
 		// inherit the identity from its defaults (the cluster itself uses
-		// another) and 33 pools naming it: 10,000 users.
+		// another), 33 pools naming it, and a second cluster naming it
+		// itself: 10,000 users.
 		var nss []string
 		for range 10 {
 			nss = append(nss, e.CreateNamespace(t, "b13", nil))
@@ -61,6 +62,11 @@ func TestB13DeleteWithTenThousandUsers(t *testing.T) {
 			c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 				Spec: v1alpha1.TerraformClusterSpec{IdentityRef: idRef("other"), Defaults: &v1alpha1.ClusterDefaults{IdentityRef: idRef(id)}}}
 			if _, err := e.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			own := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-own"},
+				Spec: v1alpha1.TerraformClusterSpec{IdentityRef: idRef(id)}}
+			if _, err := e.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, own, metav1.CreateOptions{}); err != nil {
 				return err
 			}
 			for j := range inheriting {
@@ -84,6 +90,7 @@ func TestB13DeleteWithTenThousandUsers(t *testing.T) {
 		}
 		t.Cleanup(func() { deleteWorkloads(t, f, nss...) })
 		measureDelete(t, f, id, clusters*(1+inheriting+naming))
+
 	})
 
 	t.Run("SharedClusterNameLabel", func(t *testing.T) {
