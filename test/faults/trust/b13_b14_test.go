@@ -311,7 +311,9 @@ func TestB14ClientCertificateRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := postReview(f.Ctx, webhookClient(t, ca, &apiserver), url, identityReview(t, "with-cert", ref)); got != "HTTP 200" {
+	// (Served: the review is answered, refused since user "with-cert" may
+	// not read the Secret.)
+	if got := postReview(f.Ctx, webhookClient(t, ca, &apiserver), url, identityReview(t, "with-cert", ref)); got != "HTTP 200, refused 422" {
 		t.Fatalf("a request with the API server's client certificate must be served; got %s", got)
 	}
 
