@@ -151,11 +151,17 @@ func newSourceWatch(d *Deps, workloads *workload.Controller, identities *identit
 
 // newWebhook builds the admission webhook server (every replica, SPEC
 // section 8), or nil when --webhook-port is 0. Its validator reads the
-// workload informers' indexes (A4), so it is built before they start.
-func newWebhook(d *Deps) (*admission.Server, error) {
+// workload informers' indexes (A4), so it is built before they start; its
+// SubjectAccessReviews go through a client of its own (B14), so whoever
+// reaches its port spends that client's budget, never the controllers'.
+func newWebhook(d *Deps, cfg *rest.Config) (*admission.Server, error) {
 	o := d.Options
 	if o.WebhookPort == 0 {
 		return nil, nil
+	}
+	reviews, err := kubernetes.NewForConfig(webhookConfig(cfg, o))
+	if err != nil {
+		return nil, err
 	}
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
 	clusters, machines, pools := captf.TerraformClusters(), captf.TerraformMachines(), captf.TerraformMachinePools()
@@ -178,7 +184,8 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 		return nil
 	}
 	v := &identitywebhook.Validator{
-		SAR: d.Kube.AuthorizationV1().SubjectAccessReviews(),
+		SAR: reviews.AuthorizationV1().SubjectAccessReviews(),
+		// Lookups read the informers' indexes: no API request (B13).
 		Users: func(identity string) ([]index.Ref, error) {
 			if err := synced(); err != nil {
 				return nil, err
@@ -197,11 +204,28 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 		CertDir: o.WebhookCertDir,
 		// SPEC B5.
 		MaxInFlight: o.WebhookMaxInFlight,
+		// SPEC B14.
+		ClientCAFile: o.WebhookClientCA,
 	}, v.Route())
 	if err != nil {
-		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s): %w", o.WebhookPort, o.WebhookCertDir, err)
+		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s, --webhook-client-ca=%s): %w",
+			o.WebhookPort, o.WebhookCertDir, o.WebhookClientCA, err)
 	}
 	return srv, nil
+}
+
+// WebhookUserAgent is the user agent of the webhook's own API client,
+// told apart from the controllers' in the API server's audit log (B14).
+func WebhookUserAgent() string { return version.UserAgent() + " admission" }
+
+// webhookConfig is the webhook's own copy of cfg: its own rate limiter
+// (--webhook-kube-api-qps and -burst) and user agent (SPEC B14).
+func webhookConfig(cfg *rest.Config, o *Options) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = float32(o.WebhookQPS), o.WebhookBurst
+	c.RateLimiter = nil
+	c.UserAgent = WebhookUserAgent()
+	return c
 }
 
 // runControllers runs every controller until ctx is done and all returned.

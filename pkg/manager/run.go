@@ -56,7 +56,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	health := newHealth()
-	webhook, err := newWebhook(d)
+	webhook, err := newWebhook(d, cfg)
 	if err != nil {
 		return err
 	}

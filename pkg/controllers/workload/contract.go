@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/contract"
 	"github.com/captf/captf/pkg/controllers/loop"
-	"github.com/captf/captf/pkg/credentials"
 )
 
 // SPEC section 18 in the reconcile: the controller gathers the Cluster API
@@ -78,12 +76,13 @@ func (c *Controller) resolveContract(w *workload) {
 	if !cs.standalone {
 		cs.owners = contract.ResolveOwners(w.kind.name, w.obj, c.capi, c.capiServed)
 		if n := cs.owners.InfrastructureCluster; n != "" && w.kind.name != v1alpha1.KindTerraformCluster {
-			cs.cluster, _ = c.resolver.Clusters.TerraformClusters(ns).Get(n)
+			if o, ok, err := c.resolver.ClusterIndexer.GetByKey(ns + "/" + n); err == nil && ok {
+				cs.cluster, _ = o.(*v1alpha1.TerraformCluster)
+			}
 		}
 	} else if w.kind.name != v1alpha1.KindTerraformCluster {
-		if clusters, err := c.resolver.Clusters.TerraformClusters(ns).List(labels.Everything()); err == nil {
-			cs.cluster = credentials.SelectCluster(w.obj.GetLabels()[v1alpha1.LabelClusterName], ns, clusters)
-		}
+		// SPEC 1.2 by index (B13).
+		cs.cluster, _ = c.resolver.ClusterOf(ns, w.obj.GetLabels()[v1alpha1.LabelClusterName])
 	}
 	cs.paused, cs.pausedBy = contract.Paused(w.obj, cs.owners)
 }
@@ -411,9 +410,7 @@ func (c *Controller) enqueueClusterOf(obj interface{}) {
 	if cl, ok := c.capi.Cluster(ns, label); ok {
 		c.enqueueNamed(ns, cl.Spec.InfrastructureRef, v1alpha1.KindTerraformCluster)
 	}
-	if clusters, err := c.resolver.Clusters.TerraformClusters(ns).List(labels.Everything()); err == nil {
-		if tc := credentials.SelectCluster(label, ns, clusters); tc != nil {
-			c.Enqueue(v1alpha1.KindTerraformCluster, cache.ObjectName{Namespace: ns, Name: tc.Name})
-		}
+	if tc, err := c.resolver.ClusterOf(ns, label); err == nil && tc != nil {
+		c.Enqueue(v1alpha1.KindTerraformCluster, cache.ObjectName{Namespace: ns, Name: tc.Name})
 	}
 }

@@ -23,6 +23,14 @@
 //   - B11 and B15, look-alike state Secrets of 1 MiB beside a destroy's
 //     clean-up (kept, never listed whole) and Jobs of 1 MiB labelled
 //     captf.io/managed=true beside the fresh Job reads of new clusters;
+//   - B13, issue 20's clusters and machines sharing one cluster-name label
+//     with the manager running: identity DELETE within 1 s, I4 fan-out,
+//     other identities converging;
+//   - B14, a flood of AdmissionReviews needing SubjectAccessReviews at the
+//     webhook's port (the controllers' client sends none, the webhook's
+//     stays under its rate limit, rotation converges), and
+//     --webhook-client-ca (refused at TLS without the certificate; the API
+//     server, which presents it, is served);
 //   - last, an X1 scan for every credential value used.
 //
 // The B10-B15 tests run the manager under GOMEMLIMIT as the shipped
@@ -49,7 +57,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true})
+	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true, WebhookClientCert: true})
 }
 
 // full is set by CAPTF_FAULTS_FULL=1: the scale of issue 13.
