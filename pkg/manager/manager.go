@@ -31,6 +31,7 @@ import (
 
 	"github.com/captf/captf/pkg/admission"
 	identitywebhook "github.com/captf/captf/pkg/admission/identity"
+	templatewebhook "github.com/captf/captf/pkg/admission/template"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/conflicts"
@@ -206,7 +207,7 @@ func newWebhook(d *Deps, cfg *rest.Config) (*admission.Server, error) {
 		MaxInFlight: o.WebhookMaxInFlight,
 		// SPEC B14.
 		ClientCAFile: o.WebhookClientCA,
-	}, v.Route())
+	}, append([]admission.Route{v.Route()}, templatewebhook.Validator{}.Routes()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s, --webhook-client-ca=%s): %w",
 			o.WebhookPort, o.WebhookCertDir, o.WebhookClientCA, err)
