@@ -38,13 +38,18 @@ variable "captf_cluster_outputs" {
 }
 
 # What a real module would hand its compute instance: the bootstrap data
-# rides in a resource argument, so plan and apply show it (or not).
+# rides in a resource argument, so plan, apply and destroy show it (or not).
+# Not in input: terraform_data copies input to its computed output, which
+# Terraform does not know is sensitive, and the destroy plan printed it
+# (Terraform v1.13.3). triggers_replace is copied nowhere.
 resource "terraform_data" "machine" {
   input = {
-    name      = var.machine_name
+    name   = var.machine_name
+    format = var.bootstrap_format
+    tags   = var.captf_tags
+  }
+  triggers_replace = {
     user_data = var.bootstrap_data
-    format    = var.bootstrap_format
-    tags      = var.captf_tags
   }
 }
 
