@@ -30,6 +30,10 @@ capi-tools: ## Build Cluster API's core manager and clusterctl into bin/ and cop
 tofu: ## Build OpenTofu into bin/tofu from the Go module proxy (skipped when built for the pinned version); test/tofu needs it.
 	hack/build-tofu.sh
 
+.PHONY: terraform
+terraform: ## Build HashiCorp Terraform into bin/terraform from the Go module proxy (skipped when built for the pinned version); test/tofu's SPEC K6 test needs it.
+	hack/build-terraform.sh
+
 .PHONY: node-binaries
 node-binaries: ## Build kubelet, kube-scheduler, kube-proxy and the image tools into bin/ (skipped when present).
 	hack/build-control-plane.sh --node
@@ -50,7 +54,7 @@ test-unit: ## Unit tests (with the race detector) and the fuzz seed corpora.
 	$(GO) test -race -count=1 ./cmd/... ./pkg/...
 
 .PHONY: test-integration
-test-integration: control-plane tofu capi-tools ## Integration tests against a real control plane (test/tofu runs OpenTofu built from the Go module proxy; test/integration/capi runs Cluster API's core manager).
+test-integration: control-plane tofu terraform capi-tools ## Integration tests against a real control plane (test/tofu runs OpenTofu and Terraform built from the Go module proxy; test/integration/capi runs Cluster API's core manager).
 	$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout 40m ./test/...
 
 # A real node (issue 12; docs/local-control-plane.md, "A node"): root, the
