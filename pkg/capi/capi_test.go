@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -167,7 +168,7 @@ func TestInformers(t *testing.T) {
 		unstructuredObj(t, capiv1.KindMachine, "ns", "m1", nil, nil, map[string]any{"clusterName": "c1"}),
 	}
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, lists, objs...)
-	inf, err := NewInformers(client, Served{Clusters: true, Machines: true}, 0)
+	inf, err := NewInformers(client, nil, Served{Clusters: true, Machines: true}, 0)
 	require.NoError(t, err)
 	assert.Nil(t, inf.MachinePools)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -191,4 +192,43 @@ func TestInformers(t *testing.T) {
 	assert.False(t, ok, "not served")
 	var none *Informers
 	assert.Empty(t, none.ClustersNaming("ns", "TerraformCluster", "tc"))
+}
+
+// K5: the bootstrap Secrets' watch keeps names and versions only (B1,
+// B12), and MachinePools are found by the Secret their template names.
+func TestBootstrapSecretsMetadata(t *testing.T) {
+	full := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1-bootstrap", UID: "u", ResourceVersion: "7",
+		Labels: map[string]string{capiv1.LabelClusterName: "c1", "big": strings.Repeat("x", 63)}, Annotations: map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
+	out, err := trimSecretMetadata(full)
+	require.NoError(t, err)
+	m := out.(*metav1.PartialObjectMetadata)
+	assert.Equal(t, metav1.ObjectMeta{Namespace: "ns", Name: "p1-bootstrap", UID: "u", ResourceVersion: "7"}, m.ObjectMeta)
+	again, err := trimSecretMetadata(m)
+	require.NoError(t, err)
+	assert.Same(t, m, again)
+	tomb, err := trimSecretMetadata(cache.DeletedFinalStateUnknown{Key: "ns/p1-bootstrap", Obj: full})
+	require.NoError(t, err)
+	assert.Empty(t, tomb.(cache.DeletedFinalStateUnknown).Obj.(*metav1.PartialObjectMetadata).Labels)
+	_, err = trimSecretMetadata("x")
+	assert.Error(t, err)
+
+	inf, err := NewInformers(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		capiv1.MachinePoolsResource: "MachinePoolList"}), metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), Served{MachinePools: true}, 0)
+	require.NoError(t, err)
+	require.NotNil(t, inf.BootstrapSecrets)
+	assert.Len(t, inf.All(), 2)
+	p, err := toMachinePool(unstructuredObj(t, capiv1.KindMachinePool, "ns", "p1", nil, nil, map[string]any{
+		"template": map[string]any{"spec": map[string]any{"bootstrap": map[string]any{"dataSecretName": "p1-bootstrap"}}},
+	}))
+	require.NoError(t, err)
+	require.NoError(t, inf.MachinePools.GetIndexer().Add(p))
+	pools := inf.PoolsUsingBootstrapSecret("ns", "p1-bootstrap")
+	require.Len(t, pools, 1)
+	assert.Equal(t, "p1", pools[0].Name)
+	assert.Empty(t, inf.PoolsUsingBootstrapSecret("other", "p1-bootstrap"))
+
+	noMeta, err := NewInformers(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), nil, Served{MachinePools: true}, 0)
+	require.NoError(t, err)
+	assert.Nil(t, noMeta.BootstrapSecrets)
 }

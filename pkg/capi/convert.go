@@ -126,3 +126,25 @@ func boundedLabels(l map[string]string) bool {
 	}
 	return n <= maxNodeLabelsBytes
 }
+
+// trimSecretMetadata is the bootstrap Secrets' transform: their name and
+// resourceVersion are all the manager reads (a change of the version is a
+// change of the data to read uncached, SPEC K5).
+func trimSecretMetadata(obj interface{}) (interface{}, error) {
+	switch o := obj.(type) {
+	case cache.DeletedFinalStateUnknown:
+		inner, err := trimSecretMetadata(o.Obj)
+		if err != nil {
+			return nil, err
+		}
+		return cache.DeletedFinalStateUnknown{Key: o.Key, Obj: inner}, nil
+	case *metav1.PartialObjectMetadata:
+		if len(o.Labels) == 0 && len(o.Annotations) == 0 && o.ManagedFields == nil && o.OwnerReferences == nil && o.Finalizers == nil {
+			return o, nil
+		}
+		return &metav1.PartialObjectMetadata{TypeMeta: o.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+			Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
+		}}, nil
+	}
+	return nil, fmt.Errorf("capi: not a Secret's metadata: %T", obj)
+}

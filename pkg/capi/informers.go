@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
@@ -68,11 +71,22 @@ func InfrastructureKey(namespace, kind, name string) string {
 // of pkg/apis/capi/v1beta2.
 type Informers struct {
 	Clusters, Machines, MachinePools cache.SharedIndexInformer
+	// BootstrapSecrets watches, by metadata only, the Secrets labelled
+	// cluster.x-k8s.io/cluster-name (Cluster API's bootstrap providers
+	// label their bootstrap data Secrets so), so that a pool re-applies
+	// when its bootstrap data changes (SPEC K5) without caching any
+	// Secret's data (B1) or polling. nil without MachinePools.
+	BootstrapSecrets cache.SharedIndexInformer
 }
 
-// NewInformers builds an informer for each served resource. Start them
-// with Start (or each one's Run).
-func NewInformers(client dynamic.Interface, served Served, resync time.Duration) (*Informers, error) {
+// IndexPoolByBootstrapSecret indexes MachinePools by the namespace and
+// name of the bootstrap data Secret their template names.
+const IndexPoolByBootstrapSecret = "capi.machinepool.byBootstrapSecret"
+
+// NewInformers builds an informer for each served resource. meta, when
+// not nil, serves the bootstrap Secrets' metadata watch. Start them with
+// Start (or each one's Run).
+func NewInformers(client dynamic.Interface, meta metadata.Interface, served Served, resync time.Duration) (*Informers, error) {
 	inf := &Informers{}
 	if served.Clusters {
 		inf.Clusters = newInformer(client, capiv1.ClustersResource, resync, toCluster, cache.Indexers{
@@ -83,15 +97,54 @@ func NewInformers(client dynamic.Interface, served Served, resync time.Duration)
 		inf.Machines = newInformer(client, capiv1.MachinesResource, resync, toMachine, cache.Indexers{})
 	}
 	if served.MachinePools {
-		inf.MachinePools = newInformer(client, capiv1.MachinePoolsResource, resync, toMachinePool, cache.Indexers{})
+		inf.MachinePools = newInformer(client, capiv1.MachinePoolsResource, resync, toMachinePool, cache.Indexers{
+			IndexPoolByBootstrapSecret: indexPoolByBootstrapSecret,
+		})
+		if meta != nil {
+			i := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource("secrets"), metav1.NamespaceAll, resync,
+				cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = capiv1.LabelClusterName }).Informer()
+			// Set before the informer starts, so it cannot fail.
+			_ = i.SetTransform(trimSecretMetadata)
+			inf.BootstrapSecrets = i
+		}
 	}
 	return inf, nil
+}
+
+func indexPoolByBootstrapSecret(obj interface{}) ([]string, error) {
+	p, ok := obj.(*capiv1.MachinePool)
+	if !ok {
+		return nil, nil
+	}
+	if n := p.Spec.Template.Spec.Bootstrap.DataSecretName; n != nil && *n != "" {
+		return []string{p.Namespace + "/" + *n}, nil
+	}
+	return nil, nil
+}
+
+// PoolsUsingBootstrapSecret returns the MachinePools whose template names
+// the bootstrap data Secret ns/name.
+func (i *Informers) PoolsUsingBootstrapSecret(ns, name string) []*capiv1.MachinePool {
+	if i == nil || i.MachinePools == nil {
+		return nil
+	}
+	objs, err := i.MachinePools.GetIndexer().ByIndex(IndexPoolByBootstrapSecret, ns+"/"+name)
+	if err != nil {
+		return nil
+	}
+	out := make([]*capiv1.MachinePool, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*capiv1.MachinePool); ok {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // All returns the informers that exist.
 func (i *Informers) All() []cache.SharedIndexInformer {
 	var out []cache.SharedIndexInformer
-	for _, inf := range []cache.SharedIndexInformer{i.Clusters, i.Machines, i.MachinePools} {
+	for _, inf := range []cache.SharedIndexInformer{i.Clusters, i.Machines, i.MachinePools, i.BootstrapSecrets} {
 		if inf != nil {
 			out = append(out, inf)
 		}

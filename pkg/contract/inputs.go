@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 
@@ -12,6 +13,7 @@ import (
 
 	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/bounded"
 )
 
 // The contract inputs (SPEC K6; upstream A3-13..A3-17): the runner gives
@@ -236,11 +238,23 @@ func (in Inputs) Redacted() Inputs {
 	return out
 }
 
-// DecodeInputs reads inputs as JSON() wrote them.
+// MaxInputsBytes bounds the inputs of one run: the Secrets that carry
+// them hold at most 1 MiB.
+const MaxInputsBytes = 1 << 20
+
+// inputsLimits bound the decoding of an inputs Secret, which a tenant may
+// edit (SPEC B10): the size of a Secret, a modest depth and count.
+var inputsLimits = bounded.Limits{MaxInput: MaxInputsBytes, MaxSize: MaxInputsBytes, MaxDepth: 64, MaxValues: 100000, MaxToken: MaxInputsBytes, MaxKey: 256}
+
+// DecodeInputs reads inputs as JSON() wrote them, within bounds (B10): a
+// JSON object of at most MaxInputsBytes.
 func DecodeInputs(b []byte) (Inputs, error) {
 	var in Inputs
-	if err := json.Unmarshal(b, &in); err != nil {
+	if err := bounded.Unmarshal(b, &in, inputsLimits); err != nil {
 		return nil, err
+	}
+	if in == nil {
+		return nil, errors.New("the inputs are not a JSON object")
 	}
 	return in, nil
 }

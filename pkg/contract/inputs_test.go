@@ -155,3 +155,14 @@ func TestReservedInputs(t *testing.T) {
 	}
 	assert.Len(t, ReservedInputs, len(all)-4, "every reserved name is an input")
 }
+
+// B10: an inputs Secret a tenant edited is decoded within bounds.
+func TestDecodeInputsBounded(t *testing.T) {
+	for _, bad := range []string{`null`, `[1]`, `"x"`, `{"a":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, `{"a":"` + strings.Repeat("x", MaxInputsBytes) + `"}`} {
+		_, err := DecodeInputs([]byte(bad))
+		require.Error(t, err, "%.40s", bad)
+	}
+	in, err := DecodeInputs([]byte(`{"a":{"b":[1,2]}}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"b":[1,2]}`, string(in["a"]))
+}

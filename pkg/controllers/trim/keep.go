@@ -16,17 +16,6 @@ type Keep struct {
 	Annotations map[string]string
 }
 
-// Cluster API keys the manager does not define in its API package but
-// keeps (SPEC K11; the move work sets and reads them).
-const (
-	// AnnotationBlockMove is set by a provider while clusterctl move must
-	// wait (K11: while a Job of the cluster is starting or running).
-	AnnotationBlockMove = "clusterctl.cluster.x-k8s.io/block-move"
-	// AnnotationDeleteForMove marks an object clusterctl move deletes from
-	// the source cluster (K11: no destroy, the state is kept).
-	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
-)
-
 // The keep-lists, one per kind the manager caches. Keys are exact: no
 // prefix, so a tenant cannot fill a cache under one.
 var (
@@ -43,8 +32,8 @@ var (
 			v1alpha1.AnnotationProviderFieldsGeneration: "T5: workload coversGeneration, the generation the manager's own write made",
 			v1alpha1.AnnotationStandalone:               "K2: contract.Standalone, runs without Cluster API owners",
 			capiv1.AnnotationClonedFromName:             "K6: contract.RenderInputs, the template tag of captf_tags",
-			AnnotationBlockMove:                         "K11: set by the manager while a Job of the cluster runs",
-			AnnotationDeleteForMove:                     "K11: a deletion by clusterctl move starts no destroy",
+			v1alpha1.AnnotationBlockMove:                "K11: clusterctl move waits while it is set (kept so the manager sees its own mark)",
+			v1alpha1.AnnotationDeleteForMove:            "K11: workload deleting.go and move.go, a deletion by clusterctl move starts no destroy",
 		},
 	}
 
@@ -102,4 +91,6 @@ var NotKept = map[string]string{
 	v1alpha1.LabelRunner:                    "T1: read on a ServiceAccount, read uncached",
 	v1alpha1.LabelMoveHierarchy:             "set on the identity CRD by the manifests; read by clusterctl, not the manager",
 	capiv1.LabelControlPlane:                "K6: read on Cluster API Machines, which pkg/capi caches with its own list",
+	v1alpha1.AnnotationAppliedSpec:          "K11: read on state Secrets, listed uncached (metadata, paged: workload stateSecrets keeps only it and applied-inputs)",
+	v1alpha1.AnnotationAppliedInputs:        "K11: read on state Secrets, listed uncached (metadata, paged: workload stateSecrets)",
 }

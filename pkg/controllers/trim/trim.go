@@ -101,12 +101,14 @@ var jobConditions = map[batchv1.JobConditionType]bool{
 	batchv1.JobFailureTarget:      true,
 }
 
-// TrimJob keeps a Job's metadata as [Job] says, no spec (the pod template
-// above all, B1), and of its status the conditions jobs.Status reads and
-// the completion time jobs.FinishTime falls back on.
+// TrimJob keeps a Job's metadata as [Job] says, of its spec only suspend
+// (K5: a Job created suspended still waits for its run Secret,
+// workload suspendedRun; no pod template above all, B1), and of its status
+// the conditions jobs.Status reads and the completion time jobs.FinishTime
+// falls back on.
 func TrimJob(j *batchv1.Job) {
 	Metadata(&j.ObjectMeta, Job)
-	j.Spec = batchv1.JobSpec{}
+	j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend}
 	var conds []batchv1.JobCondition
 	for _, c := range j.Status.Conditions {
 		if jobConditions[c.Type] {

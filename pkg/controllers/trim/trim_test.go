@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
@@ -110,7 +111,7 @@ func TestForCacheKeepsOnlyWhatIsRead(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", Labels: withTenant(l, tenant), Annotations: withTenant(a, tenant), ManagedFields: managed},
 				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i",
 					Env: []corev1.EnvVar{{Name: "BIG", Value: strings.Repeat("x", 1<<20)}}}}}},
-					Selector: &metav1.LabelSelector{MatchLabels: tenant}},
+					Selector: &metav1.LabelSelector{MatchLabels: tenant}, Suspend: ptr.To(true)},
 				Status: batchv1.JobStatus{
 					Conditions: []batchv1.JobCondition{
 						{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Message: strings.Repeat("m", 1000)},
@@ -122,7 +123,7 @@ func TestForCacheKeepsOnlyWhatIsRead(t *testing.T) {
 			}
 		}(), Job, func(t *testing.T, o runtime.Object) {
 			j := o.(*batchv1.Job)
-			require.Equal(t, batchv1.JobSpec{}, j.Spec, "no spec, no pod template (B1)")
+			require.Equal(t, batchv1.JobSpec{Suspend: ptr.To(true)}, j.Spec, "of the spec only suspend (K5), no pod template (B1)")
 			require.Len(t, j.Status.Conditions, 2, "the conditions jobs.Status reads, no other")
 			require.Equal(t, batchv1.JobFailureTarget, j.Status.Conditions[0].Type)
 			require.Equal(t, "deadline", j.Status.Conditions[0].Message)

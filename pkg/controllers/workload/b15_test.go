@@ -70,12 +70,8 @@ func TestSweepDropsEchoesOfGoneObjects(t *testing.T) {
 // then queues every cached object once, as one batch, and reports the
 // start-up done (HasSynced, which the identity controller waits for).
 func TestQueuesHeldUntilRun(t *testing.T) {
-	f := newFixture(t)
-	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, f.c.source, f.Tracker, f.Recorder, f.Clock, Options{SyncPeriod: syncPeriod})
-	require.NoError(t, err)
-	for _, q := range c.queues {
-		t.Cleanup(q.ShutDown)
-	}
+	f := newHeldFixture(t)
+	c := f.c
 	var live []*v1alpha1.TerraformCluster
 	for i := range 100 {
 		cl := newCluster(fmt.Sprintf("c-%d", i))

@@ -73,7 +73,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 			require.NoError(t, f.sync(tc.kind, "obj"))
 			stored := f.storedObj(tc.kind, "obj")
 			require.Equal(t, tc.want, providerFieldOf(t, stored))
-			require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration], "names the generation the write makes")
+			require.Equal(t, "2/"+string(obj.GetUID()), stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration], "names the generation the write makes, and whose (K11)")
 			require.Empty(t, f.createdJobs())
 
 			// The API server bumps the generation: not a new one to apply.
@@ -135,9 +135,10 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 		require.NoError(t, f.sync(kind, "obj"))
 		_, updated := f.find("patch", resourceOf(kind), "")
 		require.False(t, updated)
-		c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+		requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+		// K7: what is wrong with a contract output is OutputsValid's.
+		c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsValid, metav1.ConditionFalse, v1alpha1.ReasonOutputsInvalid)
 		require.Contains(t, c.Message, "control_plane_endpoint")
-		require.Contains(t, c.Message, "spec.controlPlaneEndpoint")
 	})
 }
 
@@ -171,7 +172,7 @@ func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 	require.NoError(t, f.sync(kind, "obj"))
 	stored := f.storedObj(kind, "obj")
 	require.Equal(t, `{"host":"cp","port":6443}`, providerFieldOf(t, stored))
-	require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
+	require.Equal(t, "2/"+string(stored.GetUID()), stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
 
 	// The API server made generation 2: not applied again (J1).
 	f.bumpGeneration(kind, "obj")

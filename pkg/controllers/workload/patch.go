@@ -42,8 +42,9 @@ func finalizersPatch(rv string, fs []string) ([]byte, error) {
 }
 
 // providerFieldsPatch sets obj's spec field (a path "spec.<name>", as
-// providerOutput names it) to the value obj now holds and the annotation
-// key to value, if the object is still at obj's resourceVersion.
+// providerField names it) to the value obj now holds, or removes it when
+// obj holds none, and the annotation key to value, if the object is still
+// at obj's resourceVersion.
 func providerFieldsPatch(obj runtime.Object, rv, field, key, value string) ([]byte, error) {
 	name, ok := strings.CutPrefix(field, "spec.")
 	if !ok || strings.Contains(name, ".") {
@@ -61,7 +62,7 @@ func providerFieldsPatch(obj runtime.Object, rv, field, key, value string) ([]by
 	}
 	v, ok := whole.Spec[name]
 	if !ok {
-		return nil, fmt.Errorf("cannot patch field %s: unset", field)
+		v = json.RawMessage("null") // unset (a pool's emptied list): removed
 	}
 	return json.Marshal(ownedPatch{
 		Metadata: ownedMetadata{ResourceVersion: rv, Annotations: map[string]string{key: value}},

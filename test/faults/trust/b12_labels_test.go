@@ -50,6 +50,8 @@ func tenantMetadata(seed int) (labels, annotations map[string]string) {
 	for i := range 4 {
 		annotations[fmt.Sprintf("t.example/a%d", i)] = fmt.Sprintf("%04d-", seed) + strings.Repeat("x", 60<<10)
 	}
+	// A workload object runs without Cluster API owners (K2).
+	annotations[v1alpha1.AnnotationStandalone] = v1alpha1.LabelTrue
 	return labels, annotations
 }
 

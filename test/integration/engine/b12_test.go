@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -38,6 +39,7 @@ func TestB12WritesKeepTenantMetadata(t *testing.T) {
 		labels[fmt.Sprintf("tenant.example/l%02d", i)] = "v"
 		annotations[fmt.Sprintf("tenant.example/a%02d", i)] = "kept"
 	}
+	maps.Copy(annotations, framework.Standalone()) // no Cluster API owners (K2)
 	clusters := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
 	c, err := clusters.Create(f.Ctx, &v1alpha1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keep", Labels: labels, Annotations: annotations, Finalizers: []string{holdFinalizer}},
@@ -81,7 +83,7 @@ func TestB12WritesKeepTenantMetadata(t *testing.T) {
 	}
 	f.WaitFor("spec.controlPlaneEndpoint from the output", func() (bool, string) {
 		got = f.GetCluster(ns, c.Name)
-		return got.Annotations[v1alpha1.AnnotationProviderFieldsGeneration] == "2", fmt.Sprintf("generation %d, endpoint %+v", got.Generation, got.Spec.ControlPlaneEndpoint)
+		return got.Annotations[v1alpha1.AnnotationProviderFieldsGeneration] == "2/"+string(got.UID), fmt.Sprintf("generation %d, endpoint %+v", got.Generation, got.Spec.ControlPlaneEndpoint)
 	})
 	got = requireTenant("after the Cluster API field")
 	if got.Spec.ControlPlaneEndpoint.Host != "cp.example" {
