@@ -11,8 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 )
 
@@ -151,4 +153,23 @@ func (f *fixture) requireNoWholeUpdate(resource string) {
 	require.False(f.t, slices.ContainsFunc(f.allActions(), func(a action) bool {
 		return a.resource == resource && a.verb == "patch" && a.subresource != ""
 	}), "no subresource patch")
+}
+
+// B12, K5: the cached Job keeps spec.suspend. A Job created suspended
+// whose start was interrupted before its resumption is resumed by the
+// next pass, which sees it suspended only through the trimmed cache.
+func TestB12CachedJobKeepsSuspend(t *testing.T) {
+	f := newFixture(t)
+	obj := newCluster("obj", withFinalizer)
+	j := newJob(kindCluster, obj, v1alpha1.JobActionApply, 1, jobRunning)
+	j.Spec.Suspend = ptr.To(true)
+	j.Annotations[v1alpha1.AnnotationInputsHash] = "h"
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), obj,
+		newMirror(identityName, testNS, sourceData(), refOf(kindCluster, obj)), j)
+	f.showRuns = true
+
+	require.NoError(t, f.sync(kindCluster, "obj"))
+
+	require.Contains(t, f.writes(), "patch jobs "+testNS+"/"+j.Name, "the interrupted start is resumed")
+	require.NotNil(t, f.storedSecret(testNS, jobs.RunSecretName(j.Name)), "with its run Secret")
 }
