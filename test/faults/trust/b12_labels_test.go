@@ -237,7 +237,7 @@ func TestLabelFlood(t *testing.T) {
 	t.Logf("B12 settled after %s: %s; RSS %+.1f MiB (%.2f%% of the data), heap %+.1f MiB",
 		time.Since(settling).Round(time.Second), after, faultkit.MiB(after.RSS-before.RSS), 100*float64(after.RSS-before.RSS)/float64(data), faultkit.MiB(after.Heap-before.Heap))
 	if grew := after.RSS - before.RSS; grew >= b12MaxGrowth {
-		t.Errorf("B12: the manager's RSS grew by %.1f MiB for %.1f MiB of labels and annotations on %d objects (bound 10 MiB): its caches keep them",
+		t.Errorf("B12: the manager's RSS settled %.1f MiB above where it was for %.1f MiB of labels and annotations on %d objects (bound 10 MiB); CAPTF_B12_PROFILE_DIR saves heap profiles that show what holds it",
 			faultkit.MiB(grew), faultkit.MiB(data), nObjects+nJobs+nSecrets)
 	}
 	if exited, err := f.Manager.ExitError(); exited {
