@@ -34,6 +34,19 @@ tofu: ## Build OpenTofu into bin/tofu from the Go module proxy (skipped when bui
 terraform: ## Build HashiCorp Terraform into bin/terraform from the Go module proxy (skipped when built for the pinned version); test/tofu's SPEC K6 test needs it.
 	hack/build-terraform.sh
 
+# clusterctl (SPEC K10; docs/deploy.md, "With clusterctl"). Generated into
+# out/ (git-ignored), never committed; only Go is needed.
+RELEASE_VERSION ?= v0.1.0
+IMAGE ?= ghcr.io/captf/captf:latest
+
+.PHONY: release-manifests
+release-manifests: ## captf's clusterctl release assets into out/release: infrastructure-components.yaml (from manifests/), metadata.yaml, cluster templates, ClusterClass. RELEASE_VERSION, IMAGE.
+	RELEASE_VERSION=$(RELEASE_VERSION) IMAGE=$(IMAGE) hack/clusterctl-repository.sh --release out/release
+
+.PHONY: clusterctl-repository
+clusterctl-repository: ## A local clusterctl repository in out/repository (captf, Cluster API core and kubeadm, cert-manager's CRDs) and out/repository/clusterctl.yaml: clusterctl init and generate cluster with no network.
+	RELEASE_VERSION=$(RELEASE_VERSION) IMAGE=$(IMAGE) hack/clusterctl-repository.sh --repository out/repository
+
 .PHONY: node-binaries
 node-binaries: ## Build kubelet, kube-scheduler, kube-proxy and the image tools into bin/ (skipped when present).
 	hack/build-control-plane.sh --node
@@ -89,8 +102,8 @@ codegen: ## Regenerate deepcopy, clientset, listers, informers and CRDs.
 	hack/update-codegen.sh
 
 .PHONY: clean
-clean: ## Remove built binaries and local-up state (keeps the control plane binaries).
-	rm -rf bin/captf bin/captf-controlplane bin/captf-probe bin/codegen .local
+clean: ## Remove built binaries, local-up state and out/ (keeps the control plane binaries).
+	rm -rf bin/captf bin/captf-controlplane bin/captf-probe bin/codegen .local out
 
 .PHONY: help
 help:
