@@ -39,8 +39,8 @@
 #
 # Variables: RELEASE_VERSION (default v0.1.0; its major.minor must be a
 # release series of clusterctl/metadata.yaml) and IMAGE (default
-# ghcr.io/captf/captf:latest), the default of the components' variable
-# CAPTF_MANAGER_IMAGE.
+# ghcr.io/captf/captf:latest), the manager's image and the default of the
+# components' variable CAPTF_MANAGER_IMAGE (--runner-image).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -94,8 +94,14 @@ release() {
   local dir=$1
   mkdir -p "${dir}"
   "${tmp}/kustomize" "${root}/clusterctl" |
-    sed "s|\${CAPTF_MANAGER_IMAGE:=ghcr.io/captf/captf:latest}|\${CAPTF_MANAGER_IMAGE:=${image}}|g" |
+    sed -e "s|^\( *image: \)ghcr.io/captf/captf:latest\$|\1${image}|" \
+      -e "s|\${CAPTF_MANAGER_IMAGE:=ghcr.io/captf/captf:latest}|\${CAPTF_MANAGER_IMAGE:=${image}}|" |
     write "${dir}/infrastructure-components.yaml"
+  if [[ "$(grep -c "^ *image: ${image}\$" "${dir}/infrastructure-components.yaml")" != 1 ||
+    "$(grep -c -F -- "--runner-image=\${CAPTF_MANAGER_IMAGE:=${image}}" "${dir}/infrastructure-components.yaml")" != 1 ]]; then
+    echo "infrastructure-components.yaml: the manager's image or --runner-image is not ${image}" >&2
+    exit 1
+  fi
   # Every object carries the provider label (K10): count objects and labels.
   local objects labelled
   objects=$(grep -c '^kind:' "${dir}/infrastructure-components.yaml")

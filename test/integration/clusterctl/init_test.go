@@ -1,6 +1,7 @@
 package clusterctl
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,10 +45,12 @@ var (
 // package's), installs every object of infrastructure-components.yaml,
 // each labelled cluster.x-k8s.io/provider: infrastructure-terraform in the
 // file itself and in the cluster; the seven CRDs Established; the
-// Deployment with the image CAPTF_MANAGER_IMAGE names for both the
-// container and --runner-image; the webhook configuration pointing at the
-// Service, its CA from cert-manager's Certificate; clusterctl's inventory;
-// and captf's ClusterRole aggregated into Cluster API's manager's.
+// Deployment with an operator's image for both the container (clusterctl's
+// image override) and --runner-image (CAPTF_MANAGER_IMAGE), which clusterctl
+// also lists (init list-images, generate provider --describe); the webhook
+// configuration pointing at the Service, its CA from cert-manager's
+// Certificate; clusterctl's inventory; and captf's ClusterRole aggregated
+// into Cluster API's manager's.
 func TestClusterctlInit(t *testing.T) {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
@@ -75,9 +78,37 @@ func TestClusterctlInit(t *testing.T) {
 	t.Cleanup(cp.Stop)
 	t.Logf("fresh control plane in %s", time.Since(start).Round(time.Millisecond))
 
+	// The components' variables: the runner image only; the manager's
+	// image is a literal clusterctl can list (with variables unprocessed).
+	describe := string(clusterctl(ctx, t, nil, "generate", "provider", "--infrastructure", "terraform:"+releaseVersion, "--describe"))
+	if !strings.Contains(describe, "Variables:\n  - CAPTF_MANAGER_IMAGE\nImages:\n  - ghcr.io/captf/captf:latest\n") {
+		t.Errorf("clusterctl generate provider --describe: want the variable CAPTF_MANAGER_IMAGE and the image ghcr.io/captf/captf:latest:\n%s", describe)
+	}
+
+	// An operator's own image, as clusterctl's image override and the
+	// runner's variable give it (docs/deploy.md, "With clusterctl").
 	const image = "captf.local/captf:clusterctl"
-	args := []string{"init", "--kubeconfig", cp.KubeconfigPath(controlplane.Admin), "--infrastructure", "terraform"}
-	stdout, stderr, err := runClusterctl(ctx, t, []string{"CAPTF_MANAGER_IMAGE=" + image}, args...)
+	base, err := os.ReadFile(filepath.Join(repository(t), "clusterctl.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "clusterctl.yaml")
+	override := "images:\n  infrastructure-terraform:\n    repository: captf.local\n    tag: clusterctl\n"
+	if err := os.WriteFile(config, append(base, override...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CAPTF_MANAGER_IMAGE=" + image}
+	kubeconfig := cp.KubeconfigPath(controlplane.Admin)
+
+	stdout, stderr, err := runClusterctlConfig(ctx, t, config, env, "init", "list-images", "--kubeconfig", kubeconfig, "--infrastructure", "terraform")
+	if err != nil {
+		t.Fatalf("clusterctl init list-images: %v\n%s%s", err, stdout, stderr)
+	}
+	if images := strings.Fields(string(stdout)); !slices.Contains(images, image) {
+		t.Errorf("clusterctl init list-images: %v, want %s among them", images, image)
+	}
+
+	stdout, stderr, err = runClusterctlConfig(ctx, t, config, env, "init", "--kubeconfig", kubeconfig, "--infrastructure", "terraform")
 	t.Logf("clusterctl init:\n%s%s", stdout, stderr)
 	if err != nil {
 		t.Fatalf("clusterctl init: %v", err)
@@ -162,7 +193,7 @@ func TestClusterctlInit(t *testing.T) {
 	}
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Image != image || !slices.Contains(c.Args, "--runner-image="+image) {
-		t.Errorf("Deployment captf-manager: image %q, args %v; want image and --runner-image %s (CAPTF_MANAGER_IMAGE)", c.Image, c.Args, image)
+		t.Errorf("Deployment captf-manager: image %q, args %v; want image and --runner-image %s", c.Image, c.Args, image)
 	}
 
 	// The webhook: through the Service in captf-system, its CA injected by

@@ -81,9 +81,16 @@ func clusterctl(ctx context.Context, t *testing.T, env []string, args ...string)
 
 func runClusterctl(ctx context.Context, t *testing.T, env []string, args ...string) (stdout, stderr []byte, err error) {
 	t.Helper()
+	return runClusterctlConfig(ctx, t, filepath.Join(repository(t), "clusterctl.yaml"), env, args...)
+}
+
+// runClusterctlConfig runs bin/clusterctl with the configuration file
+// config.
+func runClusterctlConfig(ctx context.Context, t *testing.T, config string, env []string, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	e := framework.Get(t)
 	home := t.TempDir()
-	args = append(args, "--config", filepath.Join(repository(t), "clusterctl.yaml"))
+	args = append(args, "--config", config)
 	cmd := exec.CommandContext(ctx, filepath.Join(e.Root, "bin", "clusterctl"), args...)
 	cmd.Env = append([]string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "PATH=" + os.Getenv("PATH")}, env...)
 	var o, se bytes.Buffer
