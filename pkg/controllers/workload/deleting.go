@@ -51,7 +51,16 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 		w.warn(v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is, "+
 			"and its Terraform state stays in Secret %s/%s (lock Lease %s)",
 			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy, w.obj.GetNamespace(), jobs.StateSecretName(suffix), jobs.StateLeaseName(suffix))
-		return true, nil
+		// The state stays: not collected with the object.
+		return true, c.disownState(ctx, w)
+	}
+	if deletionForMove(w) {
+		// K11: clusterctl move deletes the source copy of what it moved; the
+		// infrastructure now belongs to the target's copy. The state is
+		// kept (clusterctl deletes the copy it moved itself).
+		w.normal(v1alpha1.EventMovedAway, "Deleted by clusterctl move (annotation %s, paused): no destroy Job; the infrastructure and its state belong to the moved copy",
+			v1alpha1.AnnotationDeleteForMove)
+		return true, c.disownState(ctx, w)
 	}
 	cached, err := c.jobsOf(w)
 	if err != nil {

@@ -282,4 +282,11 @@ const (
 	EventKeysNeedAttention = "KeysNeedAttention"
 	// EventKeysValid (Normal, identity): no key needs attention any more.
 	EventKeysValid = "KeysValid"
+	// EventStateAdopted (Normal, workload): the state records the object's
+	// spec as applied, so no apply Job runs for it (K11: a moved or
+	// restored object).
+	EventStateAdopted = "StateAdopted"
+	// EventMovedAway (Normal, workload): clusterctl move deleted the source
+	// copy; no destroy, the state was kept (K11).
+	EventMovedAway = "MovedAway"
 )

@@ -29,7 +29,7 @@ type SourceSpec struct {
 }
 
 // JobsSpec tunes the Jobs the manager creates for an object.
-// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds (default 300) must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
+// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
 type JobsSpec struct {
 	// Env is extra environment for the Job's Terraform container. Names starting
 	// with TF_, KUBE_ or CAPTF_, and HOME, are reserved and rejected (SPEC A9,
@@ -61,9 +61,11 @@ type JobsSpec struct {
 
 	// LockTimeoutSeconds is how long Terraform waits for the state lock held
 	// by another run before it gives up (`-lock-timeout`, SPEC T8). 0 means
-	// do not wait. It must be below activeDeadlineSeconds.
+	// do not wait. When set it must be below activeDeadlineSeconds. Unset,
+	// the Job waits 300 s, or half the deadline when the deadline is shorter
+	// than 600 s: applied when the Job is built, never stored, so every
+	// deadline J4 allows stays valid.
 	// +optional
-	// +kubebuilder:default=300
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86399
 	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
