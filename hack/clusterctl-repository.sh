@@ -23,6 +23,12 @@
 #         from its module at the version clusterctl installs by default (see
 #         below)
 #
+#   hack/clusterctl-repository.sh --download       (make clusterctl-modules)
+#     only downloads the Go modules the two others use (the renderer's,
+#     Cluster API's, cert-manager's), so that they, and
+#     test/integration/clusterctl which runs --repository, need no network;
+#     make test-integration runs it first.
+#
 # Only Go is needed: the kustomizations are rendered by hack/tools/kustomize,
 # the kustomize library kubectl embeds, built into a temporary directory.
 #
@@ -49,16 +55,49 @@ image=${IMAGE:-ghcr.io/captf/captf:latest}
 provider_label=infrastructure-terraform
 
 usage() {
-  echo "usage: $0 --release DIR | --repository DIR" >&2
+  echo "usage: $0 --release DIR | --repository DIR | --download" >&2
   exit 2
 }
-[[ $# == 2 ]] || usage
-mode=$1
-out=$2
+mode=${1:-}
 case "${mode}" in
-  --release | --repository) ;;
+  --release | --repository) [[ $# == 2 ]] || usage ;;
+  --download) [[ $# == 1 ]] || usage ;;
   *) usage ;;
 esac
+out=${2:-}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "${tmp}"' EXIT
+
+# Cluster API's module at the pinned version (hack/tools/capi, as
+# hack/build-capi.sh builds bin/clusterctl), and the version of cert-manager
+# that clusterctl installs by default: the repository's, not the release's.
+if [[ "${mode}" != --release ]]; then
+  capi_tools="${root}/hack/tools/capi"
+  (cd "${capi_tools}" && go mod download sigs.k8s.io/cluster-api)
+  capi_version=$(cd "${capi_tools}" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+  capi_dir=$(cd "${capi_tools}" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  cm_version=$(sed -n 's/^[[:space:]]*CertManagerDefaultVersion = "\(v[^"]*\)"$/\1/p' \
+    "${capi_dir}/cmd/clusterctl/client/config/cert_manager_client.go")
+  if [[ -z "${cm_version}" ]]; then
+    echo "cannot find clusterctl's default cert-manager version in ${capi_dir}/cmd/clusterctl/client/config/cert_manager_client.go" >&2
+    exit 1
+  fi
+fi
+
+# cert_manager_dir: cert-manager's module (its CRDs are in deploy/crds).
+cert_manager_dir() {
+  (cd "${tmp}" && go mod download -json "github.com/cert-manager/cert-manager@${cm_version}") |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+if [[ "${mode}" == --download ]]; then
+  (cd "${root}/hack/tools/kustomize" && go mod download)
+  dir=$(cert_manager_dir)
+  [[ -d "${dir}/deploy/crds" ]] || { echo "cert-manager ${cm_version}: no deploy/crds in its module" >&2; exit 1; }
+  echo ">> modules of the renderer, Cluster API ${capi_version} and cert-manager ${cm_version} downloaded" >&2
+  exit 0
+fi
 
 # The release series (major.minor) must be one metadata.yaml declares:
 # clusterctl refuses the version otherwise.
@@ -73,9 +112,6 @@ if ! awk -v maj="${major}" -v min="${minor}" '
   echo "clusterctl/metadata.yaml has no release series ${major}.${minor} for RELEASE_VERSION ${release_version}" >&2
   exit 1
 fi
-
-tmp=$(mktemp -d)
-trap 'rm -rf "${tmp}"' EXIT
 
 start=${SECONDS}
 (cd "${root}/hack/tools/kustomize" && CGO_ENABLED=0 go build -trimpath -o "${tmp}/kustomize" .)
@@ -127,13 +163,6 @@ mkdir -p "${out}"
 out=$(cd "${out}" && pwd)
 release "${out}/${provider_label}/${release_version}"
 
-# Cluster API's module at the pinned version (hack/tools/capi, as
-# hack/build-capi.sh builds bin/clusterctl).
-capi_tools="${root}/hack/tools/capi"
-(cd "${capi_tools}" && go mod download sigs.k8s.io/cluster-api)
-capi_version=$(cd "${capi_tools}" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
-capi_dir=$(cd "${capi_tools}" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
-
 # Its release images, as its release build sets them (the config names the
 # staging image of its main branch).
 capi_component() {
@@ -149,14 +178,7 @@ capi_component control-plane-kubeadm controlplane/kubeadm/config/default control
 echo ">> ${out}: Cluster API ${capi_version} core, kubeadm bootstrap and control plane" >&2
 
 # cert-manager's CRDs at the version this clusterctl installs by default.
-cm_version=$(sed -n 's/^[[:space:]]*CertManagerDefaultVersion = "\(v[^"]*\)"$/\1/p' \
-  "${capi_dir}/cmd/clusterctl/client/config/cert_manager_client.go")
-if [[ -z "${cm_version}" ]]; then
-  echo "cannot find clusterctl's default cert-manager version in ${capi_dir}/cmd/clusterctl/client/config/cert_manager_client.go" >&2
-  exit 1
-fi
-cm_dir=$(cd "${tmp}" && go mod download -json "github.com/cert-manager/cert-manager@${cm_version}" |
-  sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+cm_dir=$(cert_manager_dir)
 {
   echo "# cert-manager ${cm_version}: its CRDs only (deploy/crds of its Go module), no"
   echo "# controller, no webhook: clusterctl's check that cert-manager's API answers"
