@@ -129,6 +129,14 @@ var (
 		Help:           "Finished Jobs this manager deleted beyond the newest 3 succeeded and 3 failed per object and action, by action (apply, destroy).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action"})
+
+	// ForceUnlocks counts state locks released because a finished Job of
+	// the object held them (SPEC O3).
+	ForceUnlocks = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "captf_state_force_unlocks_total",
+		Help:           "State locks this manager released before a Job because a finished Job of the same object held them (its pod was killed while Terraform held the lock).",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 var registerOnce sync.Once
@@ -138,7 +146,7 @@ var registerOnce sync.Once
 // would outlive its object unless every deletion path forgot it, so the
 // labels are fixed sets (TestNoLabelFollowsObjects).
 var all = []metrics.Registerable{MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
-	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned}
+	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned, ForceUnlocks}
 
 // Register registers the metrics once; safe to call from every constructor.
 func Register() {

@@ -61,7 +61,7 @@ func requireOwnedPatch(t *testing.T, a action, rv string) map[string]map[string]
 		var ann map[string]string
 		require.NoError(t, json.Unmarshal(raw, &ann))
 		for key := range ann {
-			require.Equal(t, v1alpha1.AnnotationProviderFieldsGeneration, key, "patch %s", p.GetPatch())
+			require.Contains(t, []string{v1alpha1.AnnotationProviderFieldsGeneration, v1alpha1.AnnotationBlockMove}, key, "patch %s", p.GetPatch())
 		}
 	}
 	return doc

@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,17 +29,42 @@ type ownedMetadata struct {
 	// Finalizers, when set, replaces the list (an empty list removes the
 	// last one).
 	Finalizers *[]string `json:"finalizers,omitempty"`
-	// Annotations are merged key by key: no other annotation is touched.
-	Annotations map[string]string `json:"annotations,omitempty"`
+	// Annotations are merged key by key: no other annotation is touched;
+	// a nil value removes the key.
+	Annotations map[string]*string `json:"annotations,omitempty"`
 }
 
-// finalizersPatch sets the object's finalizers to fs, if it is still at
-// resourceVersion rv.
-func finalizersPatch(rv string, fs []string) ([]byte, error) {
-	if fs == nil {
-		fs = []string{}
+// metaPatch writes what changed from the finalizers and annotations before
+// to those after: the finalizer list whole when it changed, each annotation
+// set or removed, if the object is still at resourceVersion rv. Both
+// annotation maps are the trimmed copy's, so only keys the manager reads
+// can differ.
+func metaPatch(rv string, finalizersBefore, finalizersAfter []string, annotationsBefore, annotationsAfter map[string]string) ([]byte, error) {
+	m := ownedMetadata{ResourceVersion: rv}
+	if !slices.Equal(finalizersBefore, finalizersAfter) {
+		fs := finalizersAfter
+		if fs == nil {
+			fs = []string{} // an empty list removes the last one
+		}
+		m.Finalizers = &fs
 	}
-	return json.Marshal(ownedPatch{Metadata: ownedMetadata{ResourceVersion: rv, Finalizers: &fs}})
+	for k, v := range annotationsAfter {
+		if old, ok := annotationsBefore[k]; !ok || old != v {
+			if m.Annotations == nil {
+				m.Annotations = map[string]*string{}
+			}
+			m.Annotations[k] = &v
+		}
+	}
+	for k := range annotationsBefore {
+		if _, ok := annotationsAfter[k]; !ok {
+			if m.Annotations == nil {
+				m.Annotations = map[string]*string{}
+			}
+			m.Annotations[k] = nil
+		}
+	}
+	return json.Marshal(ownedPatch{Metadata: m})
 }
 
 // providerFieldsPatch sets obj's spec field (a path "spec.<name>", as
@@ -65,7 +91,7 @@ func providerFieldsPatch(obj runtime.Object, rv, field, key, value string) ([]by
 		v = json.RawMessage("null") // unset (a pool's emptied list): removed
 	}
 	return json.Marshal(ownedPatch{
-		Metadata: ownedMetadata{ResourceVersion: rv, Annotations: map[string]string{key: value}},
+		Metadata: ownedMetadata{ResourceVersion: rv, Annotations: map[string]*string{key: &value}},
 		Spec:     map[string]json.RawMessage{name: v},
 	})
 }

@@ -37,3 +37,29 @@ func TestProviderFieldsPatch(t *testing.T) {
 	_, err := providerFieldsPatch(&v1alpha1.TerraformCluster{}, "7", "spec.a.b", "k", "v")
 	require.Error(t, err, "only a top-level spec field")
 }
+
+// B12, K11: the finalizer and the block-move mark are written as what
+// changed: the list whole, the mark set or removed (null), nothing else.
+func TestMetaPatch(t *testing.T) {
+	fin := v1alpha1.FinalizerDestroy
+	for _, tc := range []struct {
+		name            string
+		fBefore, fAfter []string
+		aBefore, aAfter map[string]string
+		want            string
+	}{
+		{"finalizer and mark added", []string{"other"}, []string{"other", fin}, map[string]string{"kept": "v"},
+			map[string]string{"kept": "v", v1alpha1.AnnotationBlockMove: "captf"},
+			`{"metadata":{"resourceVersion":"7","finalizers":["other","` + fin + `"],"annotations":{"` + v1alpha1.AnnotationBlockMove + `":"captf"}}}`},
+		{"last finalizer removed", []string{fin}, nil, nil, nil,
+			`{"metadata":{"resourceVersion":"7","finalizers":[]}}`},
+		{"mark removed", []string{fin}, []string{fin}, map[string]string{v1alpha1.AnnotationBlockMove: "captf"}, map[string]string{},
+			`{"metadata":{"resourceVersion":"7","annotations":{"` + v1alpha1.AnnotationBlockMove + `":null}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := metaPatch("7", tc.fBefore, tc.fAfter, tc.aBefore, tc.aAfter)
+			require.NoError(t, err)
+			require.JSONEq(t, tc.want, string(b))
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -58,6 +59,10 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 		release, passErr = c.syncDeleting(ctx, w)
 	} else {
 		w, passErr = c.syncNormal(ctx, w)
+	}
+	if passErr == nil && !release {
+		// K11: the block-move mark goes once no Job starts or runs.
+		w, passErr = c.releaseMove(ctx, w)
 	}
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
@@ -147,24 +152,40 @@ func hasFinalizer(w *workload) bool {
 
 // setFinalizer adds or removes captf.io/destroy and returns the stored
 // object, carrying over the status and events computed so far on this pass.
-// It patches the finalizers alone, with w's resourceVersion as a
-// precondition (patch.go: w is a trimmed cached copy, B12).
 func (c *Controller) setFinalizer(ctx context.Context, w *workload, present bool) (*workload, error) {
 	if hasFinalizer(w) == present {
 		return w, nil
 	}
+	return c.updateMeta(ctx, w, "finalizers", func() { setFinalizerOn(w, present) })
+}
+
+// setFinalizerOn adds or removes captf.io/destroy on w's object (no write).
+func setFinalizerOn(w *workload, present bool) {
 	fs := slices.DeleteFunc(slices.Clone(w.obj.GetFinalizers()), func(f string) bool { return f == v1alpha1.FinalizerDestroy })
 	if present {
 		fs = append(fs, v1alpha1.FinalizerDestroy)
 	}
+	w.obj.SetFinalizers(fs)
+}
+
+// updateMeta applies mutate to w's object (its finalizers and the
+// annotations the manager owns), writes what mutate changed and returns
+// the stored object, carrying over the status and events computed so far
+// on this pass. The write is a merge patch of the changed fields alone,
+// with w's resourceVersion as a precondition (patch.go: w is a trimmed
+// cached copy, B12).
+func (c *Controller) updateMeta(ctx context.Context, w *workload, what string, mutate func()) (*workload, error) {
 	status := w.status.DeepCopy()
-	patch, err := finalizersPatch(w.obj.GetResourceVersion(), fs)
+	rv := w.obj.GetResourceVersion()
+	finalizers, annotations := slices.Clone(w.obj.GetFinalizers()), maps.Clone(w.obj.GetAnnotations())
+	mutate()
+	patch, err := metaPatch(rv, finalizers, w.obj.GetFinalizers(), annotations, w.obj.GetAnnotations())
 	if err != nil {
 		return w, err
 	}
 	stored, err := w.kind.patch(ctx, w, patch)
 	if err != nil {
-		return w, fmt.Errorf("updating finalizers: %w", err)
+		return w, fmt.Errorf("updating %s: %w", what, err)
 	}
 	// The stored object carries the status as it was before this pass;
 	// keep what this pass computed.
