@@ -198,6 +198,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		kept = slices.DeleteFunc(kept, func(e string) bool { return envName(e) == "HOME" })
 		kept = append(kept, "HOME="+cfg.home)
 	}
+	// Terraform and OpenTofu call home to check for updates unless told not
+	// to (upstream A3-78): a Job has no use for it, and its egress may be
+	// closed.
+	if _, ok := lookupEnv(kept, "CHECKPOINT_DISABLE"); !ok {
+		kept = append(kept, "CHECKPOINT_DISABLE=1")
+	}
 	// A shell's cd would update PWD, and os/exec only does it when it builds
 	// the environment itself; without this Terraform would see the runner's
 	// directory in PWD.

@@ -79,8 +79,8 @@ const (
 	InputsSecretPrefix = "captf-inputs-"
 
 	// DefaultLockTimeoutSeconds is the runner's --lock-timeout when the
-	// object sets none (SPEC T8; the CRD defaults
-	// spec.jobs.lockTimeoutSeconds to it).
+	// object sets none and its deadline is at least twice as long (SPEC T8,
+	// LockTimeoutSeconds).
 	DefaultLockTimeoutSeconds int64 = 300
 
 	// RunAsUser, RunAsGroup and [CredentialsGroup] (fsGroup) are the pod's
@@ -370,13 +370,27 @@ func AttemptOrReapplyName(p Params) string {
 	return AttemptName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation, p.Attempt)
 }
 
+// LockTimeoutSeconds is the lock wait of a Job (SPEC T8): the object's
+// spec.jobs.lockTimeoutSeconds when set; unset, DefaultLockTimeoutSeconds,
+// or half the deadline when the deadline (J4; DefaultActiveDeadlineSeconds
+// when unset) is shorter than twice that, so the wait never eats the run.
+func LockTimeoutSeconds(set *int64, deadline int64) int64 {
+	if set != nil && *set >= 0 {
+		return *set
+	}
+	if deadline <= 0 {
+		deadline = DefaultActiveDeadlineSeconds
+	}
+	if deadline < 2*DefaultLockTimeoutSeconds {
+		return deadline / 2
+	}
+	return DefaultLockTimeoutSeconds
+}
+
 // command is the Terraform container's command (SPEC J5, T2, T8):
 // `captf runner <action>` with the working copy, HOME and lock wait.
 func command(p Params) []string {
-	lock := DefaultLockTimeoutSeconds
-	if p.LockTimeoutSeconds != nil && *p.LockTimeoutSeconds >= 0 {
-		lock = *p.LockTimeoutSeconds
-	}
+	lock := LockTimeoutSeconds(p.LockTimeoutSeconds, p.ActiveDeadlineSeconds)
 	args := []string{
 		RunnerPath, "runner", string(p.Action),
 		"--workdir=" + WorkDir,

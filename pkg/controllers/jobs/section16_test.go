@@ -127,16 +127,24 @@ func TestBuildT6NoAliasing(t *testing.T) {
 // 0 kept (no wait).
 func TestBuildT8LockTimeout(t *testing.T) {
 	for _, tc := range []struct {
-		in   *int64
-		want string
+		in       *int64
+		deadline int64
+		want     string
 	}{
 		{in: nil, want: "--lock-timeout=300s"},
 		{in: ptr.To[int64](0), want: "--lock-timeout=0s"},
 		{in: ptr.To[int64](59), want: "--lock-timeout=59s"},
 		{in: ptr.To[int64](-1), want: "--lock-timeout=300s"},
+		// T8 as amended: unset, half a deadline shorter than 600 s.
+		{in: nil, deadline: 600, want: "--lock-timeout=300s"},
+		{in: nil, deadline: 599, want: "--lock-timeout=299s"},
+		{in: nil, deadline: 120, want: "--lock-timeout=60s"},
+		{in: nil, deadline: 1, want: "--lock-timeout=0s"},
+		{in: ptr.To[int64](100), deadline: 120, want: "--lock-timeout=100s"},
 	} {
 		p := params(v1alpha1.JobActionDestroy)
 		p.LockTimeoutSeconds = tc.in
+		p.ActiveDeadlineSeconds = tc.deadline
 		cmd := Build(p).Spec.Template.Spec.Containers[0].Command
 		require.Contains(t, cmd, tc.want, "in=%v", ptr.Deref(tc.in, -99))
 		require.Equal(t, "destroy", cmd[2])

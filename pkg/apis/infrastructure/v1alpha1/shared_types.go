@@ -29,7 +29,7 @@ type SourceSpec struct {
 }
 
 // JobsSpec tunes the Jobs the manager creates for an object.
-// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds (default 300) must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
+// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
 type JobsSpec struct {
 	// Env is extra environment for the Job's Terraform container. Names starting
 	// with TF_, KUBE_ or CAPTF_, and HOME, are reserved and rejected (SPEC A9,
@@ -61,9 +61,11 @@ type JobsSpec struct {
 
 	// LockTimeoutSeconds is how long Terraform waits for the state lock held
 	// by another run before it gives up (`-lock-timeout`, SPEC T8). 0 means
-	// do not wait. It must be below activeDeadlineSeconds.
+	// do not wait. When set it must be below activeDeadlineSeconds. Unset,
+	// the Job waits 300 s, or half the deadline when the deadline is shorter
+	// than 600 s: applied when the Job is built, never stored, so every
+	// deadline J4 allows stays valid.
 	// +optional
-	// +kubebuilder:default=300
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86399
 	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
@@ -325,4 +327,60 @@ func VariablesOf(obj runtime.Object) []byte {
 		return nil
 	}
 	return v.Raw
+}
+
+// VariablesFormat says how a variables source's values are read (SPEC O9).
+// +kubebuilder:validation:Enum=String;JSON
+type VariablesFormat string
+
+const (
+	// VariablesFormatString: each value is a string variable (the default).
+	VariablesFormatString VariablesFormat = "String"
+	// VariablesFormatJSON: each value is JSON, any type the module
+	// declares.
+	VariablesFormatJSON VariablesFormat = "JSON"
+)
+
+// LocalObjectReference names an object in the referrer's namespace.
+type LocalObjectReference struct {
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// VariablesFromSource is one source of input variables (SPEC O9): a
+// ConfigMap or a Secret of the object's namespace labelled
+// captf.io/variables=true.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="exactly one of configMapRef and secretRef (O9)"
+type VariablesFromSource struct {
+	// ConfigMapRef names a ConfigMap.
+	// +optional
+	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
+	// SecretRef names a Secret; its values are sensitive.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// Optional: a missing source contributes nothing instead of holding
+	// the apply back.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+	// Format of the values: String (unset) or JSON.
+	// +optional
+	Format VariablesFormat `json:"format,omitempty"`
+}
+
+// VariablesFromOf returns the spec.variablesFrom (SPEC O9) of a
+// TerraformCluster, TerraformMachine or TerraformMachinePool, nil for any
+// other object. The slice is the object's: do not modify it.
+func VariablesFromOf(obj runtime.Object) []VariablesFromSource {
+	switch o := obj.(type) {
+	case *TerraformCluster:
+		return o.Spec.VariablesFrom
+	case *TerraformMachine:
+		return o.Spec.VariablesFrom
+	case *TerraformMachinePool:
+		return o.Spec.VariablesFrom
+	}
+	return nil
 }
