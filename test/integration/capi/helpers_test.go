@@ -517,12 +517,11 @@ func (e *env) provisionedCluster(name string, outputs map[string]string) {
 // settleEndpointEcho plays the apply that follows a cluster's first one
 // today: Cluster API copies the endpoint output into the Cluster's
 // spec.controlPlaneEndpoint, which is the cluster's contract input
-// control_plane_endpoint (K6), so the rendered inputs change and the
-// cluster applies again at once. That second run changes nothing (see
-// TestK6ClusterEndpointEchoIsNoNewInput, skipped while it is so); the
-// tests of other rules let it finish, as a module would, and go on. It
-// waits for Cluster API's copy, then gives the follow-up a short window
-// to appear.
+// control_plane_endpoint (K6: "when set on the Cluster"), so the rendered
+// inputs change and the cluster applies again at once. That second run
+// changes nothing; the tests let it finish, as a module would, and go on.
+// It waits for Cluster API's copy and for that follow-up Job (never a
+// fixed window).
 func (e *env) settleEndpointEcho(name, first string) {
 	e.T.Helper()
 	e.WaitFor("Cluster API copies the endpoint to the Cluster", func() (bool, string) {
@@ -533,20 +532,11 @@ func (e *env) settleEndpointEcho(name, first string) {
 		host, _, _ := unstructured.NestedString(c.Object, "spec", "controlPlaneEndpoint", "host")
 		return host != "", "Cluster spec.controlPlaneEndpoint unset"
 	})
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, j := range e.jobsOf(kindTC, name, v1alpha1.JobActionApply) {
-			if j.Name == first {
-				continue
-			}
-			e.succeed(kindTC, name, j, nil)
-			e.waitStatus(kindTC, name, "the follow-up apply recorded", func(st *v1alpha1.WorkloadStatus) (bool, string) {
-				return st.LastApply != nil && st.LastApply.JobName == j.Name, "lastApply " + describeRun(st.LastApply)
-			})
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	j := e.waitJob(kindTC, name, v1alpha1.JobActionApply, "the endpoint echoed as an input", notIn(first))
+	e.succeed(kindTC, name, j, nil)
+	e.waitStatus(kindTC, name, "the follow-up apply recorded", func(st *v1alpha1.WorkloadStatus) (bool, string) {
+		return st.LastApply != nil && st.LastApply.JobName == j.Name, "lastApply " + describeRun(st.LastApply)
+	})
 }
 
 // provisionedMachine creates a Machine of cluster with a bootstrap data

@@ -92,30 +92,3 @@ func (e *env) waitPool(what string, ids []string, replicas int32) *v1alpha1.Work
 	})
 	return st
 }
-
-// TestK6ClusterEndpointEchoIsNoNewInput states what SPEC K6 should give a
-// cluster whose endpoint comes from its own output: one apply. Today it
-// gets two: once the TerraformCluster is provisioned, Cluster API copies
-// its spec.controlPlaneEndpoint into the Cluster's, which captf renders as
-// the cluster's input control_plane_endpoint ("when set on the Cluster"),
-// so the inputs hash differs from the first run's and a second apply
-// starts at once (inputsChanged). Skipped until the rule is settled (the
-// input pinned once provisioned, or left out of the re-apply decision);
-// the other tests play that second apply (settleEndpointEcho).
-func TestK6ClusterEndpointEchoIsNoNewInput(t *testing.T) {
-	t.Skip("known issue: Cluster API's copy of the endpoint output re-applies every new TerraformCluster once (control_plane_endpoint input, K6)")
-	e := setup(t)
-	e.terraformCluster("demo")
-	e.clusterFor("demo", "demo", false)
-	j := e.waitJob(kindTC, "demo", v1alpha1.JobActionApply, "first", nil)
-	e.succeed(kindTC, "demo", j, map[string]string{"control_plane_endpoint": `{"host":"cp.demo.example","port":6443}`})
-	e.waitProvisioned(kindTC, "demo")
-	e.WaitFor("Cluster API copies the endpoint to the Cluster", func() (bool, string) {
-		c := e.capiCondition(clusterGVR, "demo", "InfrastructureReady")
-		return c["status"] == "True", fmt.Sprintf("InfrastructureReady %v", c)
-	})
-	e.never(15*time.Second, func() (bool, string) {
-		js := e.jobsOf(kindTC, "demo", v1alpha1.JobActionApply)
-		return len(js) != 1, fmt.Sprintf("%d apply Jobs after the endpoint reached the Cluster, want 1", len(js))
-	})
-}
