@@ -394,11 +394,10 @@ func TestSyncRepairsOwnerReference(t *testing.T) {
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-	a, ok := f.find("update", "secrets", "")
+	got, _, ok := f.patchedSecret()
 	require.True(t, ok, "actions: %v", f.allActions())
-	got := a.obj.(*corev1.Secret)
 	require.Equal(t, []metav1.OwnerReference{foreign, refOf(v1alpha1.KindTerraformCluster, c1)}, got.OwnerReferences, "replaced in place, others kept")
-	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
+	require.Equal(t, []string{"patch secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
 	require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventOwnerReferenceRepaired)
 }
 
@@ -436,9 +435,9 @@ func TestSyncSharedMirrorHasEveryOwner(t *testing.T) {
 		f.seed(p1)
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
-		a, ok := f.find("update", "secrets", "")
+		got, _, ok := f.patchedSecret()
 		require.True(t, ok)
-		require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachinePool, p1)}, a.obj.(*corev1.Secret).OwnerReferences)
+		require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachinePool, p1)}, got.OwnerReferences)
 	})
 }
 
@@ -471,9 +470,9 @@ func TestSyncMirrorWritesOnlyOnChange(t *testing.T) {
 	f.Secrets = append(f.Secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
 	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
-	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName}, f.writes(), "data and hash only; the status did not change")
-	a, _ := f.find("update", "secrets", "")
-	m := a.obj.(*corev1.Secret)
+	require.Equal(t, []string{"patch secrets " + testNS + "/" + mirrorName}, f.writes(), "data and hash only; the status did not change")
+	m, _, ok := f.patchedSecret()
+	require.True(t, ok)
 	require.Equal(t, rotated, m.Data)
 	require.Equal(t, credentials.SourceHash(rotated), m.Annotations[v1alpha1.AnnotationSourceHash])
 	require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1)}, m.OwnerReferences)
@@ -504,9 +503,8 @@ func TestSyncMirrorRepairsDrift(t *testing.T) {
 
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-			a, ok := f.find("update", "secrets", "")
+			got, _, ok := f.patchedSecret()
 			require.True(t, ok, "actions: %v", f.allActions())
-			got := a.obj.(*corev1.Secret)
 			require.Equal(t, sourceData(), got.Data)
 			require.Equal(t, "true", got.Labels[v1alpha1.LabelManaged])
 			require.Equal(t, "kept", got.Labels["other"])
@@ -659,7 +657,7 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 		want string
 	}{
 		{name: "V4 last owner: the old mirror is deleted", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "delete secrets " + testNS + "/" + oldName},
-		{name: "V4 other owners remain: only the reference goes", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other), refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "update secrets " + testNS + "/" + oldName},
+		{name: "V4 other owners remain: only the reference goes", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other), refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "patch secrets " + testNS + "/" + oldName},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -677,7 +675,8 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 				requireDeletePreconditions(t, w[0], old.UID, "77")
 				require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
-				require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other)}, w[0].obj.(*corev1.Secret).OwnerReferences)
+				require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other)}, f.storedSecret(testNS, oldName).OwnerReferences)
+				require.Contains(t, string(w[0].raw.(k8stesting.PatchAction).GetPatch()), `"resourceVersion":"77"`, "P3: preconditioned on the cached version")
 			}
 			require.Equal(t, "create secrets "+testNS+"/"+credentials.MirrorName("new"), w[1].String())
 			require.Equal(t, "new", f.lastStatus().Identity)
@@ -685,9 +684,10 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 	}
 }
 
-// V4, V3: a release works on a fresh uncached read of the mirror (B1: the
-// cache holds no data to write back), so a new owner the cache has not seen
-// yet wins: the mirror is updated, not deleted.
+// V4, V3, P3: a release is decided on the cache's copy and written with
+// its resourceVersion as a precondition, so a new owner the cache has not
+// seen yet wins: the delete is refused, a fresh uncached read shows the
+// newcomer (B1), and the mirror is patched, not deleted.
 func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 	f := newFixture(t)
 	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
@@ -714,8 +714,9 @@ func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{
+		"delete secrets " + testNS + "/" + oldName, // refused: version 42 is not stored
 		"get secrets " + testNS + "/" + oldName,
-		"update secrets " + testNS + "/" + oldName,
+		"patch secrets " + testNS + "/" + oldName,
 	}, oldWrites)
 	got := f.storedSecret(testNS, oldName)
 	require.NotNil(t, got, "the new owner won: not deleted")
