@@ -851,3 +851,56 @@ func TestSyncStatusJudgedAgainstLastWriteNotOnlyCache(t *testing.T) {
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
 }
+
+// Section 13, P3: a change that reaches every user of a shared mirror costs
+// one write, even when the users reconcile before the cache shows that
+// write: the first user's write is the version the others plan from, so
+// they find the mirror current, with no write, no Conflict and no read of
+// the mirror.
+func TestSyncSharedMirrorOneWritePerChange(t *testing.T) {
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
+	m1 := newMachine("m1", func(m *v1alpha1.TerraformMachine) {
+		m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"}
+		m.Spec.Source.Image = ""
+	})
+	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
+		p.Spec.IdentityRef = idRef(identityName)
+		p.Spec.Source.Image = ""
+	})
+	users := []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachine, m1), refOf(v1alpha1.KindTerraformMachinePool, p1)}
+	syncAll := func(f *fixture) {
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
+	}
+	mirrorCalls := func(f *fixture) []string {
+		var out []string
+		for _, a := range f.allActions() {
+			if a.resource == "secrets" && a.name == mirrorName {
+				out = append(out, a.String())
+			}
+		}
+		return out
+	}
+	t.Run("three new users: one create", func(t *testing.T) {
+		f := newFixture(t)
+		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m1, p1)
+		syncAll(f) // no catchUp: the cache never shows the create
+		require.Equal(t, []string{"create secrets " + testNS + "/" + mirrorName}, mirrorCalls(f))
+		require.ElementsMatch(t, users, f.storedSecret(testNS, mirrorName).OwnerReferences)
+	})
+	t.Run("rotation: one patch", func(t *testing.T) {
+		f := newFixture(t)
+		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m1, p1,
+			newMirror(identityName, testNS, sourceData(), users...))
+		syncAll(f)
+		f.catchUp()
+		rotated := f.rotate()
+		syncAll(f) // no catchUp between the users
+		require.Equal(t, []string{"patch secrets " + testNS + "/" + mirrorName}, mirrorCalls(f))
+		require.Equal(t, rotated, f.storedSecret(testNS, mirrorName).Data)
+		for _, st := range f.statusWrites() {
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+		}
+	})
+}

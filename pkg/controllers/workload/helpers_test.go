@@ -305,7 +305,33 @@ func (f *fixture) seedHidden(s *corev1.Secret) {
 func (f *fixture) catchUp() {
 	f.t.Helper()
 	f.CatchUp(f.t)
+	f.deliverMirrorEvents()
 	f.resetActions()
+}
+
+// deliverMirrorEvents is what the mirror informer's handlers would do with
+// the events catchUp stands for: each version the cache now shows is seen
+// (an echo, or the end of a newer version the controller knew), and a
+// mirror gone from it is forgotten.
+func (f *fixture) deliverMirrorEvents() {
+	e := f.c.echoes
+	e.mu.Lock()
+	keys := map[cache.ObjectName]bool{}
+	for k := range e.written {
+		keys[k] = true
+	}
+	for k := range e.known {
+		keys[k] = true
+	}
+	e.mu.Unlock()
+	for k := range keys {
+		s, err := f.inf.Mirrors.Lister().Secrets(k.Namespace).Get(k.Name)
+		if err != nil {
+			e.forget(k)
+			continue
+		}
+		e.isEcho(k, s.ResourceVersion)
+	}
 }
 
 // prependKubeReactor adds a reactor to the kube fake in front of the object

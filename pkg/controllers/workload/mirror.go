@@ -45,7 +45,11 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 	} else if err != nil {
 		return hash, err
 	}
+	// The cache may not show this process's own last write yet.
+	key := cache.ObjectName{Namespace: ns, Name: name}
+	existing = c.echoes.latest(key, existing)
 	for attempt := 1; ; attempt++ {
+		refused := false // a write planned from existing was refused
 		plan := credentials.PlanMirror(existing, desired, refs)
 		switch {
 		case plan.Action == credentials.MirrorUpdate && plan.Patch == nil:
@@ -68,7 +72,7 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 				"mirror Secret %s is being deleted; it is created again once it is gone", name)
 			return hash, fmt.Errorf("mirror %s/%s is being deleted; retrying", ns, name)
 		default:
-			err := c.writeMirror(ctx, w, identity, plan, users)
+			err := c.writeMirror(ctx, w, identity, existing, plan, users)
 			if err == nil {
 				c.mirrored(w, identity, name)
 				return hash, nil
@@ -76,10 +80,17 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 			if again, err := c.mirrorWriteFailed(w, plan, err, attempt); !again {
 				return hash, err
 			}
+			refused = apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 		}
+		stale := existing
 		if existing, err = c.freshMirror(ctx, ns, name); err != nil {
 			c.mirrorFailed(w, "reading mirror Secret %s: %v", name, err)
 			return hash, fmt.Errorf("reading mirror %s/%s: %w", ns, name, err)
+		}
+		if refused {
+			// The stored version is newer than the one planned from: the
+			// mirror's other users need not find that out again.
+			c.echoes.readMirror(key, stale, existing)
 		}
 	}
 }
@@ -113,9 +124,10 @@ func (c *Controller) mirrorWriteFailed(w *workload, plan credentials.MirrorPlan,
 	return false, wrapped
 }
 
-// writeMirror creates or updates the mirror as plan says and, on success,
-// records the echo, the metric, the log line and the events of the write.
-func (c *Controller) writeMirror(ctx context.Context, w *workload, identity string, plan credentials.MirrorPlan, users []owner) error {
+// writeMirror creates or updates the mirror as plan, made from existing,
+// says and, on success, records the write (its echo, the newest version
+// known), the metric, the log line and the events.
+func (c *Controller) writeMirror(ctx context.Context, w *workload, identity string, existing *corev1.Secret, plan credentials.MirrorPlan, users []owner) error {
 	secrets := c.kube.CoreV1().Secrets(plan.Secret.Namespace)
 	var stored *corev1.Secret
 	var err error
@@ -131,7 +143,7 @@ func (c *Controller) writeMirror(ctx context.Context, w *workload, identity stri
 	if err != nil {
 		return err
 	}
-	c.echoes.wrote(cache.ObjectName{Namespace: stored.Namespace, Name: stored.Name}, stored.ResourceVersion)
+	c.echoes.wroteMirror(existing, stored)
 	metrics.MirrorWrites.WithLabelValues(result).Inc()
 	klog.FromContext(ctx).V(2).Info("Wrote mirror", "mirror", klog.KObj(stored), "action", plan.Action, "identity", identity,
 		"changed", plan.Diff.String(), "owners", len(stored.OwnerReferences))
@@ -236,6 +248,7 @@ func (c *Controller) releaseMirrors(ctx context.Context, w *workload, match func
 // (P3), first the cache's copy m: a Conflict (a new owner, any other
 // change) re-reads uncached and decides again (B1).
 func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Secret, uid types.UID) error {
+	m = c.echoes.latest(cache.ObjectName{Namespace: m.Namespace, Name: m.Name}, m)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			var err error
@@ -278,7 +291,7 @@ func (c *Controller) patchOwners(ctx context.Context, m *corev1.Secret, refs []m
 	stored, err := c.kube.CoreV1().Secrets(m.Namespace).Patch(ctx, m.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 	switch {
 	case err == nil:
-		c.echoes.wrote(cache.ObjectName{Namespace: stored.Namespace, Name: stored.Name}, stored.ResourceVersion)
+		c.echoes.wroteMirror(m, stored)
 		metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
 	case apierrors.IsConflict(err):
 		metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
