@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,9 +55,11 @@ type racer struct {
 	mu   sync.Mutex
 	race func()
 	// calls are the requests to the mirror since arm, in order.
-	calls   []call
-	pending map[*http.Request]int
+	calls []call
 }
+
+// callHeader numbers a recorded request on its way to the API server.
+const callHeader = "X-Captf-Mirrorrace-Call"
 
 func (r *racer) arm(race func()) {
 	r.mu.Lock()
@@ -94,18 +97,23 @@ func (r *racer) hook() *faultkit.Hook {
 				r.race = nil
 			}
 			r.calls = append(r.calls, c)
-			r.pending[req] = len(r.calls) - 1
+			// The proxy forwards a copy of req: the header finds the call
+			// again in its answer.
+			req.Header.Set(callHeader, strconv.Itoa(len(r.calls)-1))
 			r.mu.Unlock()
 			if race != nil && c.method != http.MethodGet {
 				race()
 			}
 		},
 		After: func(resp *http.Response) {
+			i, err := strconv.Atoi(resp.Request.Header.Get(callHeader))
+			if err != nil {
+				return
+			}
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			if i, ok := r.pending[resp.Request]; ok {
+			if i < len(r.calls) {
 				r.calls[i].status = resp.StatusCode
-				delete(r.pending, resp.Request)
 			}
 		},
 	}
@@ -143,7 +151,7 @@ func start(t *testing.T) *fixture {
 	f.ref = f.Source(framework.DefaultData(secretValue))
 	f.id = f.Identity(f.ref, framework.List(f.ns))
 	f.mirror = credentials.MirrorName(f.id)
-	f.racer = &racer{path: "/api/v1/namespaces/" + f.ns + "/secrets/" + f.mirror, pending: map[*http.Request]int{}}
+	f.racer = &racer{path: "/api/v1/namespaces/" + f.ns + "/secrets/" + f.mirror}
 	proxy.SetHook(f.racer.hook())
 	return f
 }
@@ -226,6 +234,15 @@ func (f *fixture) requireReplanned(foreign bool) {
 	f.T.Logf("the manager's requests to the mirror: %s", strings.Join(got, ", "))
 }
 
+// with returns f for subtest t: its failures end t, not the parent.
+func (f *fixture) with(t *testing.T) *fixture {
+	g := *f
+	fx := *f.Fixture
+	fx.T = t
+	g.Fixture = &fx
+	return &g
+}
+
 func hasOwner(s *corev1.Secret, uid types.UID) bool {
 	return credentials.HasOwnerReference(s.OwnerReferences, uid)
 }
@@ -243,6 +260,7 @@ func TestMirrorChangedBeforeTheWrite(t *testing.T) {
 	// a new user's; the write replaces the whole list, so without the
 	// precondition the other reference would be lost.
 	t.Run("M5 another owner reference", func(t *testing.T) {
+		f := f.with(t)
 		other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "other-owner", UID: "0b4c1d2e-0000-4000-8000-000000000001"}
 		f.racer.arm(func() {
 			f.edit(func(s *corev1.Secret) { s.OwnerReferences = append(s.OwnerReferences, other) })
@@ -258,6 +276,7 @@ func TestMirrorChangedBeforeTheWrite(t *testing.T) {
 	// An annotation a tenant may set arrives while the manager rotates the
 	// data.
 	t.Run("tenant annotation during a rotation", func(t *testing.T) {
+		f := f.with(t)
 		f.racer.arm(func() {
 			f.edit(func(s *corev1.Secret) { s.Annotations["tenant.example.com/note"] = "mine" })
 		})
@@ -278,6 +297,7 @@ func TestMirrorChangedBeforeTheWrite(t *testing.T) {
 	// M7: the Secret stops being a mirror (its label removed) while the
 	// manager adds a user: it must not be written at all.
 	t.Run("M7 no longer a mirror", func(t *testing.T) {
+		f := f.with(t)
 		var before *corev1.Secret
 		f.racer.arm(func() {
 			f.edit(func(s *corev1.Secret) { delete(s.Labels, v1alpha1.LabelMirrored) })
