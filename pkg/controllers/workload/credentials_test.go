@@ -723,6 +723,39 @@ func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 	require.Equal(t, []metav1.OwnerReference{newcomer}, got.OwnerReferences)
 }
 
+// V4, M7, P3: a release decided on the cache's copy whose write is refused
+// because the Secret has meanwhile stopped being a mirror (its label
+// removed) leaves it alone: the fresh read shows a foreign Secret.
+func TestSyncReleaseOfASecretNoLongerAMirror(t *testing.T) {
+	f := newFixture(t)
+	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
+		p.Spec.IdentityRef = idRef("new")
+		p.Spec.Source.Image = ""
+	})
+	oldName := credentials.MirrorName("old")
+	other := refOf(v1alpha1.KindTerraformCluster, newCluster("c9"))
+	cached := newMirror("old", testNS, sourceData(), refOf(v1alpha1.KindTerraformMachinePool, p1), other)
+	f.seed(newSource(sourceData()), newIdentity("old", allowList(testNS)), newIdentity("new", allowList(testNS)), p1, cached)
+	foreign := cached.DeepCopy()
+	delete(foreign.Labels, v1alpha1.LabelMirrored)
+	foreign.ResourceVersion = "43"
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), foreign, testNS))
+
+	require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
+
+	var calls []string
+	for _, a := range f.allActions() {
+		if a.name == oldName {
+			calls = append(calls, a.String())
+		}
+	}
+	require.Equal(t, []string{
+		"patch secrets " + testNS + "/" + oldName, // planned from the cache (42): Conflict
+		"get secrets " + testNS + "/" + oldName,
+	}, calls, "no second write")
+	require.Equal(t, foreign, f.storedSecret(testNS, oldName), "M7: not modified")
+}
+
 // M6: the mirror exists on the API server but the informer has not seen it
 // yet: the create meets AlreadyExists, the fresh read shows it current, and
 // nothing is written.

@@ -248,12 +248,17 @@ func (c *Controller) releaseMirrors(ctx context.Context, w *workload, match func
 // (P3), first the cache's copy m: a Conflict (a new owner, any other
 // change) re-reads uncached and decides again (B1).
 func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Secret, uid types.UID) error {
+	identity := m.Annotations[v1alpha1.AnnotationIdentity]
 	m = c.echoes.latest(cache.ObjectName{Namespace: m.Namespace, Name: m.Name}, m)
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			var err error
 			if m, err = c.freshMirror(ctx, m.Namespace, m.Name); err != nil || m == nil {
 				return err
+			}
+			if credentials.IsForeign(m, identity) {
+				// No longer a mirror since the cache's copy: never modified (M7).
+				return nil
 			}
 		}
 		refs, changed := credentials.RemoveOwnerReference(m.OwnerReferences, uid)
