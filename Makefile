@@ -22,9 +22,17 @@ build: ## Build bin/captf.
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl into bin/ (skipped when present).
 	hack/build-control-plane.sh
 
+.PHONY: capi-tools
+capi-tools: ## Build Cluster API's core manager and clusterctl into bin/ and copy its CRDs to bin/capi-crds (skipped when built for the pinned version).
+	hack/build-capi.sh
+
 .PHONY: tofu
 tofu: ## Build OpenTofu into bin/tofu from the Go module proxy (skipped when built for the pinned version); test/tofu needs it.
 	hack/build-tofu.sh
+
+.PHONY: terraform
+terraform: ## Build HashiCorp Terraform into bin/terraform from the Go module proxy (skipped when built for the pinned version); test/tofu's SPEC K6 test needs it.
+	hack/build-terraform.sh
 
 .PHONY: node-binaries
 node-binaries: ## Build kubelet, kube-scheduler, kube-proxy and the image tools into bin/ (skipped when present).
@@ -46,7 +54,7 @@ test-unit: ## Unit tests (with the race detector) and the fuzz seed corpora.
 	$(GO) test -race -count=1 ./cmd/... ./pkg/...
 
 .PHONY: test-integration
-test-integration: control-plane tofu ## Integration tests against a real control plane (test/tofu runs OpenTofu built from the Go module proxy).
+test-integration: control-plane tofu terraform capi-tools ## Integration tests against a real control plane (test/tofu runs OpenTofu and Terraform built from the Go module proxy; test/integration/capi runs Cluster API's core manager).
 	$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout 40m ./test/...
 
 # A real node (issue 12; docs/local-control-plane.md, "A node"): root, the
@@ -65,7 +73,7 @@ test-e2e-as-root:
 	  else echo "make test: skipping make e2e: a node needs root (run make e2e as root)"; fi
 
 .PHONY: e2e
-e2e: control-plane node-binaries tofu ## The manager in-cluster from manifests/ and a cluster's lifecycle on a real node: Jobs, rotation, revocation, destroy (root).
+e2e: control-plane node-binaries tofu capi-tools ## The manager in-cluster from manifests/ and a cluster's lifecycle on a real node: Jobs, rotation, revocation, destroy (root).
 	hack/node-prereqs.sh
 	CAPTF_E2E=1 $(GO) test -count=1 -v -timeout 30m ./test/e2e/...
 

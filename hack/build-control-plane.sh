@@ -41,16 +41,18 @@ build() {
 
 kube_version=$(cd "${root}/hack/tools/kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 
+# Binaries that report their release are stamped with it: unstamped they say
+# v0.0.0-master, which the kubelet puts into the Node's status, kubectl
+# version cannot parse, and Cluster API's manager refuses as "unsupported
+# management cluster server version" (kube-apiserver; SPEC K12).
+minor=${kube_version#v*.}; minor=${minor%%.*}
+major=${kube_version#v}; major=${major%%.*}
+version_ldflags="-X k8s.io/component-base/version.gitVersion=${kube_version}"
+version_ldflags+=" -X k8s.io/component-base/version.gitMajor=${major}"
+version_ldflags+=" -X k8s.io/component-base/version.gitMinor=${minor}"
+version_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+
 if ${node}; then
-  # The node's binaries report the release they are built from: unstamped
-  # they say v0.0.0, which the kubelet puts into the Node's status and
-  # kubectl version cannot parse.
-  minor=${kube_version#v*.}; minor=${minor%%.*}
-  major=${kube_version#v}; major=${major%%.*}
-  version_ldflags="-X k8s.io/component-base/version.gitVersion=${kube_version}"
-  version_ldflags+=" -X k8s.io/component-base/version.gitMajor=${major}"
-  version_ldflags+=" -X k8s.io/component-base/version.gitMinor=${minor}"
-  version_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
   for cmd in kubelet kube-scheduler kube-proxy; do
     build kube "${cmd}" "k8s.io/kubernetes/cmd/${cmd}" "${kube_version}+stamped" "${version_ldflags}"
   done
@@ -64,6 +66,7 @@ fi
 etcd_version=$(cd "${root}/hack/tools/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 
 build etcd etcd go.etcd.io/etcd/server/v3 "${etcd_version}"
-build kube kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${kube_version}"
+# "+stamped": a kube-apiserver built before it was stamped is rebuilt once.
+build kube kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${kube_version}+stamped" "${version_ldflags}"
 build kube kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "${kube_version}"
 build kube kubectl k8s.io/kubernetes/cmd/kubectl "${kube_version}"

@@ -16,6 +16,9 @@
 # saying so: the sample's Job then stays Pending. See
 # docs/local-control-plane.md.
 #
+# The webhook requires the client certificate kube-apiserver presents to it
+# (an AdmissionConfiguration, --webhook-client-ca: SPEC B14, docs/deploy.md).
+#
 # --consent runs the manager with --require-source-consent (SPEC C1): source
 # Secrets are usable only when labelled captf.io/credential=true and listing
 # the identity in captf.io/credential-identities (the sample's Secret does).
@@ -54,7 +57,7 @@ for arg in "$@"; do
     --node) node=true ;;
     --no-node) node=false ;;
     --consent) consent_args="--require-source-consent" ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "local-up: unknown argument ${arg} (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -152,6 +155,7 @@ log "starting captf manager (extra flags: ${consent_args} ${CAPTF_ARGS:-none})"
   --kubeconfig "${local_dir}/kubeconfig-manager" \
   --leader-elect=false \
   --webhook-host 127.0.0.1 --webhook-port "${MANAGER_WEBHOOK_PORT}" --webhook-cert-dir "${local_dir}/webhook" \
+  --webhook-client-ca "${WEBHOOK_CLIENT_CA}" \
   --metrics-bind-address "127.0.0.1:${MANAGER_METRICS_PORT}" \
   --health-probe-bind-address "127.0.0.1:${MANAGER_HEALTH_PORT}" \
   --runner-image "${runner_image}" \

@@ -21,6 +21,15 @@
 //     or list) is refused with code 500 and "internal error: <cause>".
 //   - X1, in part: log lines carry the user, operation, resource and object
 //     name, never object content; refusal logs name field paths, not values.
+//   - B14, in part: with Options.ClientCAFile the server requires a client
+//     certificate that CA signed (tls.RequireAndVerifyClientCert; the CA
+//     file is reloaded like the serving certificate), so only the API
+//     server, which presents one when its AdmissionConfiguration says so,
+//     reaches a validator. Usernames, object names and request UIDs in log
+//     lines are clipped (ClipName); net/http's own error lines are rate
+//     limited; every request has a deadline (the API server's ?timeout=,
+//     else the longest it may ask for), so none waits on a validator's
+//     rate-limited client for ever.
 //
 // How each kind of request is answered:
 //

@@ -129,12 +129,15 @@ func (h *routeHandler) serveHTTP(ctx context.Context, w http.ResponseWriter, r *
 	}
 
 	// The API server passes its own deadline for the call; honour it so a
-	// slow SubjectAccessReview gives up when nobody waits for the answer.
+	// slow SubjectAccessReview gives up when nobody waits for the answer. A
+	// caller that passes none gets the longest the API server may ask for:
+	// no request waits on the webhook's rate limiter for ever (B14).
+	timeout := maxRequestTimeout
 	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, min(d, maxRequestTimeout))
-		defer cancel()
+		timeout = min(d, maxRequestTimeout)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return h.review(ctx, body)
 }
 
@@ -195,7 +198,7 @@ func (h *routeHandler) reviewV1beta1(ctx context.Context, review *admissionv1bet
 		op = operationLabel(admissionv1.Operation(review.Request.Operation))
 	}
 	msg := `admission.k8s.io/v1beta1 AdmissionReview is not supported: set admissionReviewVersions: ["v1"] in the webhook configuration`
-	klog.FromContext(ctx).Info("Refused admission request", "uid", uid, "reason", msg)
+	klog.FromContext(ctx).Info("Refused admission request", "uid", ClipName(string(uid)), "reason", msg)
 	status := failure(http.StatusBadRequest, metav1.StatusReasonBadRequest, msg)
 	out := &admissionv1beta1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1beta1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
@@ -225,10 +228,10 @@ func (h *routeHandler) reviewV1(ctx context.Context, review *admissionv1.Admissi
 func (h *routeHandler) admit(ctx context.Context, req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
 	// Only names and identities are logged, never object content (SPEC X1).
 	logger := klog.FromContext(ctx).WithValues(
-		"uid", req.UID,
-		"user", clip(req.UserInfo.Username),
+		"uid", ClipName(string(req.UID)),
+		"user", ClipName(req.UserInfo.Username),
 		"operation", clip(string(req.Operation)),
-		"object", klog.KRef(clip(req.Namespace), clip(req.Name)),
+		"object", klog.KRef(ClipName(req.Namespace), ClipName(req.Name)),
 		"resource", clip(gvrString(schema.GroupVersionResource(req.Resource), req.SubResource)),
 	)
 	ctx = klog.NewContext(ctx, logger)

@@ -61,6 +61,12 @@ type Options struct {
 	// answered 429 Too Many Requests with Retry-After at once, never queued.
 	// DefaultMaxInFlight when zero.
 	MaxInFlight int
+	// ClientCAFile, when set, is a PEM bundle: every connection must then
+	// present a client certificate that chains to it, or the TLS handshake
+	// fails before any request is read (SPEC B14). The API server presents
+	// one when its AdmissionConfiguration names a kubeconfig for this
+	// webhook. Reloaded like the serving certificate.
+	ClientCAFile string
 }
 
 // Server serves admission webhooks over TLS (SPEC X3, X4).
@@ -68,8 +74,10 @@ type Server struct {
 	opts     Options
 	listener net.Listener
 	certs    *certSource
-	srv      *http.Server
-	started  atomic.Bool
+	// clientCAs is nil without Options.ClientCAFile.
+	clientCAs *clientCASource
+	srv       *http.Server
+	started   atomic.Bool
 }
 
 // NewServer checks the routes, loads the serving certificate from
@@ -125,6 +133,13 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 		return nil, fmt.Errorf("admission webhook server: %w", err)
 	}
 
+	var clientCAs *clientCASource
+	if opts.ClientCAFile != "" {
+		if clientCAs, err = newClientCASource(opts.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("admission webhook server: %w", err)
+		}
+	}
+
 	listener, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("admission webhook server: listening on %s: %w", opts.Addr, err)
@@ -138,6 +153,17 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 		// off a port every API server replica connects to.
 		NextProtos: []string{"http/1.1"},
 	}
+	if clientCAs != nil {
+		// SPEC B14: no certificate from the client CA, no request. Each
+		// handshake takes the bundle in service (it may be reloaded).
+		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+		base := tlsConfig.Clone()
+		tlsConfig.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c := base.Clone()
+			c.ClientCAs = clientCAs.pool()
+			return c, nil
+		}
+	}
 	srv := &http.Server{
 		Handler:           newInFlightLimit(opts.MaxInFlight, mux),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -150,10 +176,11 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
 	return &Server{
-		opts:     opts,
-		listener: tls.NewListener(listener, tlsConfig),
-		certs:    certs,
-		srv:      srv,
+		opts:      opts,
+		listener:  tls.NewListener(listener, tlsConfig),
+		certs:     certs,
+		clientCAs: clientCAs,
+		srv:       srv,
 	}, nil
 }
 
@@ -208,14 +235,19 @@ func (s *Server) Addr() net.Addr {
 	return s.listener.Addr()
 }
 
-// Healthz returns an error while the certificate files in CertDir cannot be
-// loaded (the server keeps serving the last good certificate meanwhile), and
-// nil once they load or are restored. Plug it into the manager's /healthz.
+// Healthz returns an error while the certificate files in CertDir, or the
+// client CA file, cannot be loaded (the server keeps serving the last good
+// certificate, and requiring the last good CA, meanwhile), and nil once they
+// load or are restored. Plug it into the manager's /healthz.
 // A restart does not cure it (NewServer refuses the same files), so a
 // liveness probe that restarts on it would turn a bad rotation into an
 // outage; alert on it, or use it for readiness.
 func (s *Server) Healthz() error {
-	return s.certs.healthz()
+	err := s.certs.healthz()
+	if s.clientCAs != nil {
+		err = errors.Join(err, s.clientCAs.healthz())
+	}
+	return err
 }
 
 // Run serves until ctx is done, then stops accepting connections and waits up
@@ -233,11 +265,14 @@ func (s *Server) Run(ctx context.Context) error {
 	// finish. Each request still gets its own deadline (handler.go).
 	baseCtx := context.WithoutCancel(ctx)
 	s.srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
-	s.srv.ErrorLog = log.New(&errorLogWriter{logger: logger}, "", 0)
+	s.srv.ErrorLog = log.New(newErrorLogWriter(logger), "", 0)
 
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.certs.run(reloadCtx, s.opts.CertReloadInterval) })
+	if s.clientCAs != nil {
+		wg.Go(func() { s.clientCAs.run(reloadCtx, s.opts.CertReloadInterval) })
+	}
 	defer func() {
 		stopReload()
 		wg.Wait()
@@ -245,7 +280,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.srv.Serve(s.listener) }()
-	logger.Info("Serving admission webhooks", "addr", s.Addr().String())
+	logger.Info("Serving admission webhooks", "addr", s.Addr().String(), "clientCertificateRequired", s.clientCAs != nil)
 
 	select {
 	case err := <-serveErr:
@@ -282,13 +317,58 @@ func (s *Server) Close() error {
 }
 
 // errorLogWriter sends net/http's own messages (TLS handshake failures such
-// as a TLS 1.1 client, connections closed mid-request) to the structured
-// logger. They carry addresses and TLS alerts, never request bodies.
+// as a TLS 1.1 client or a client without a certificate from the client
+// CA, connections closed mid-request) to the structured logger. They carry
+// addresses and TLS alerts, never request bodies. Anyone who reaches the
+// port can cause them, so at most errorLogBurst are logged per
+// errorLogWindow and the rest are counted in one line (SPEC B14: the
+// webhook cannot be used to flood the logs).
 type errorLogWriter struct {
 	logger klog.Logger
+	now    func() time.Time
+
+	mu          sync.Mutex
+	windowStart time.Time
+	logged      int
+	suppressed  int
+}
+
+const (
+	errorLogWindow = 10 * time.Second
+	errorLogBurst  = 20
+	// maxErrorLogLen bounds one message; net/http's carry an address and
+	// an error, far shorter.
+	maxErrorLogLen = 512
+)
+
+func newErrorLogWriter(logger klog.Logger) *errorLogWriter {
+	return &errorLogWriter{logger: logger, now: time.Now}
 }
 
 func (w *errorLogWriter) Write(p []byte) (int, error) {
-	w.logger.Info("HTTP server error", "msg", strings.TrimSpace(string(p)))
+	msg := strings.TrimSpace(string(p))
+	if len(msg) > maxErrorLogLen {
+		msg = strings.ToValidUTF8(msg[:maxErrorLogLen], "") + "...(truncated)"
+	}
+	now := w.now()
+	w.mu.Lock()
+	var suppressed int
+	if now.Sub(w.windowStart) >= errorLogWindow {
+		suppressed = w.suppressed
+		w.windowStart, w.logged, w.suppressed = now, 0, 0
+	}
+	log := w.logged < errorLogBurst
+	if log {
+		w.logged++
+	} else {
+		w.suppressed++
+	}
+	w.mu.Unlock()
+	if suppressed > 0 {
+		w.logger.Info("HTTP server errors suppressed", "count", suppressed, "window", errorLogWindow)
+	}
+	if log {
+		w.logger.Info("HTTP server error", "msg", msg)
+	}
 	return len(p), nil
 }

@@ -335,10 +335,10 @@ func TestX3ValidatorGetsTheAPIServerTimeout(t *testing.T) {
 		}
 		return Allow()
 	}))
-	for _, timeout := range []string{"10s", "10m"} {
+	for _, query := range []string{"?timeout=10s", "?timeout=10m", "", "?timeout=bogus"} {
 		req := identityRequest(t, admissionv1.Create, "team-a")
-		resp := ts.review(t, identityPath+"?timeout="+timeout, req)
-		require.True(t, resp.Allowed, "timeout %s: %+v", timeout, resp.Result)
+		resp := ts.review(t, identityPath+query, req)
+		require.True(t, resp.Allowed, "query %q: %+v", query, resp.Result)
 	}
 }
 

@@ -31,7 +31,9 @@ import (
 
 	"github.com/captf/captf/pkg/admission"
 	identitywebhook "github.com/captf/captf/pkg/admission/identity"
+	templatewebhook "github.com/captf/captf/pkg/admission/template"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/identity"
 	"github.com/captf/captf/pkg/controllers/index"
@@ -71,6 +73,13 @@ type Deps struct {
 	CaptfInformers captfinformers.SharedInformerFactory
 	// Recorder emits events as captf-manager.
 	Recorder record.EventRecorder
+	// CAPI are Cluster API's informers (SPEC K2-K6), for the resources
+	// the API server serves; CAPIServed says whether it serves any.
+	CAPI       *capi.Informers
+	CAPIServed bool
+	// Uncached are the workload controller's clients of uncached reads of
+	// state Secrets and Jobs, within a size budget (SPEC B11).
+	Uncached workload.Uncached
 }
 
 // newControllers builds the controllers. Each requests its informers here,
@@ -80,7 +89,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	reader := source.NewReader(d.Kube)
 	// Conflicts are re-recorded every sync period while they last (R2).
 	tracker := conflicts.New(clock.RealClock{}, 2*d.Options.SyncPeriod+time.Minute)
-	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, workload.Informers{
+	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, d.Uncached, workload.Informers{
 		Clusters:   captf.TerraformClusters(),
 		Machines:   captf.TerraformMachines(),
 		Pools:      captf.TerraformMachinePools(),
@@ -88,6 +97,8 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		Namespaces: d.Informers.Core().V1().Namespaces(),
 		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
 		Jobs:       d.JobInformers.Batch().V1().Jobs(),
+		CAPI:       d.CAPI,
+		CAPIServed: d.CAPIServed,
 	}, reader, tracker, d.Recorder, workload.Options{
 		SyncPeriod:           d.Options.SyncPeriod,
 		RunnerImage:          d.Options.RunnerImage,
@@ -141,11 +152,17 @@ func newSourceWatch(d *Deps, workloads *workload.Controller, identities *identit
 
 // newWebhook builds the admission webhook server (every replica, SPEC
 // section 8), or nil when --webhook-port is 0. Its validator reads the
-// workload informers' indexes (A4), so it is built before they start.
-func newWebhook(d *Deps) (*admission.Server, error) {
+// workload informers' indexes (A4), so it is built before they start; its
+// SubjectAccessReviews go through a client of its own (B14), so whoever
+// reaches its port spends that client's budget, never the controllers'.
+func newWebhook(d *Deps, cfg *rest.Config) (*admission.Server, error) {
 	o := d.Options
 	if o.WebhookPort == 0 {
 		return nil, nil
+	}
+	reviews, err := kubernetes.NewForConfig(webhookConfig(cfg, o))
+	if err != nil {
+		return nil, err
 	}
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
 	clusters, machines, pools := captf.TerraformClusters(), captf.TerraformMachines(), captf.TerraformMachinePools()
@@ -168,7 +185,8 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 		return nil
 	}
 	v := &identitywebhook.Validator{
-		SAR: d.Kube.AuthorizationV1().SubjectAccessReviews(),
+		SAR: reviews.AuthorizationV1().SubjectAccessReviews(),
+		// Lookups read the informers' indexes: no API request (B13).
 		Users: func(identity string) ([]index.Ref, error) {
 			if err := synced(); err != nil {
 				return nil, err
@@ -187,11 +205,28 @@ func newWebhook(d *Deps) (*admission.Server, error) {
 		CertDir: o.WebhookCertDir,
 		// SPEC B5.
 		MaxInFlight: o.WebhookMaxInFlight,
-	}, v.Route())
+		// SPEC B14.
+		ClientCAFile: o.WebhookClientCA,
+	}, append([]admission.Route{v.Route()}, templatewebhook.Validator{}.Routes()...)...)
 	if err != nil {
-		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s): %w", o.WebhookPort, o.WebhookCertDir, err)
+		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s, --webhook-client-ca=%s): %w",
+			o.WebhookPort, o.WebhookCertDir, o.WebhookClientCA, err)
 	}
 	return srv, nil
+}
+
+// WebhookUserAgent is the user agent of the webhook's own API client,
+// told apart from the controllers' in the API server's audit log (B14).
+func WebhookUserAgent() string { return version.UserAgent() + " admission" }
+
+// webhookConfig is the webhook's own copy of cfg: its own rate limiter
+// (--webhook-kube-api-qps and -burst) and user agent (SPEC B14).
+func webhookConfig(cfg *rest.Config, o *Options) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = float32(o.WebhookQPS), o.WebhookBurst
+	c.RateLimiter = nil
+	c.UserAgent = WebhookUserAgent()
+	return c
 }
 
 // runControllers runs every controller until ctx is done and all returned.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/captf/captf/pkg/admission"
 	"github.com/captf/captf/pkg/admission/certs"
+	"github.com/captf/captf/pkg/version"
 )
 
 // Scrape reviews (SPEC B4). Prometheus scrapes every 15-30 s with the same
@@ -79,6 +80,9 @@ func newMetricsServer(ctx context.Context, cfg *rest.Config, o *Options) (*metri
 
 	reviewCfg := rest.CopyConfig(cfg)
 	reviewCfg.QPS, reviewCfg.Burst = scrapeReviewQPS, scrapeReviewBurst
+	reviewCfg.RateLimiter = nil
+	// Told apart from the controllers' and the webhook's in audit logs.
+	reviewCfg.UserAgent = version.UserAgent() + " metrics"
 	reviewClient, err := kubernetes.NewForConfig(reviewCfg)
 	if err != nil {
 		return nil, err
@@ -274,11 +278,11 @@ func (a *scrapeAuth) review(r *http.Request) (int, string) {
 
 	sar, err := a.access.Create(ctx, metricsAccessReview(user, path), metav1.CreateOptions{})
 	if err != nil {
-		a.logger.Error(err, "SubjectAccessReview failed; refusing the scrape", "user", user.Username, "remoteAddr", r.RemoteAddr)
+		a.logger.Error(err, "SubjectAccessReview failed; refusing the scrape", "user", admission.ClipName(user.Username), "remoteAddr", r.RemoteAddr)
 		return http.StatusServiceUnavailable, "authorization unavailable, retry later"
 	}
 	if !sar.Status.Allowed || sar.Status.Denied {
-		a.logger.V(2).Info("Refused a scrape: not authorized", "user", user.Username, "path", path, "remoteAddr", r.RemoteAddr)
+		a.logger.V(2).Info("Refused a scrape: not authorized", "user", admission.ClipName(user.Username), "path", path, "remoteAddr", r.RemoteAddr)
 		return http.StatusForbidden, fmt.Sprintf("forbidden: user %q may not get %s", user.Username, path)
 	}
 	a.allowed.add(key)

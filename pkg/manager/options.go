@@ -51,6 +51,15 @@ type Options struct {
 	// WebhookMaxInFlight caps the webhook's concurrent requests; more are
 	// answered 429 with Retry-After (SPEC B5).
 	WebhookMaxInFlight int
+	// WebhookQPS and WebhookBurst limit the webhook's own API client (its
+	// SubjectAccessReviews), apart from the controllers' (SPEC B14).
+	WebhookQPS   float64
+	WebhookBurst int
+	// WebhookClientCA, when set, is a PEM file of the CA that signs the
+	// client certificate the API server presents to the webhook: the
+	// webhook then refuses, at TLS, any connection without a certificate it
+	// signed (SPEC B14).
+	WebhookClientCA string
 	// MetricsBindAddress serves /metrics; "0" disables it.
 	MetricsBindAddress string
 	// MetricsSecure serves /metrics over HTTPS to authenticated, authorized
@@ -93,6 +102,8 @@ func NewOptions() *Options {
 		WebhookPort:            9443,
 		WebhookCertDir:         "/tmp/k8s-webhook-server/serving-certs",
 		WebhookMaxInFlight:     admission.DefaultMaxInFlight,
+		WebhookQPS:             20,
+		WebhookBurst:           40,
 		MetricsBindAddress:     ":8080",
 		MetricsSecure:          true,
 		HealthProbeBindAddress: ":8081",
@@ -120,6 +131,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookHost, "webhook-host", o.WebhookHost, "Address the webhook server binds to. Empty: every address.")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory with the webhook's tls.crt and tls.key; reloaded when they change.")
 	fs.IntVar(&o.WebhookMaxInFlight, "webhook-max-in-flight", o.WebhookMaxInFlight, "Admission requests the webhook serves at once; more are answered 429 with Retry-After, never queued (SPEC B5).")
+	fs.Float64Var(&o.WebhookQPS, "webhook-kube-api-qps", o.WebhookQPS, "Sustained requests per second of the webhook's own API client (its SubjectAccessReviews), apart from the controllers' clients: a flood of admission requests cannot spend their budget (SPEC B14). A review that would wait past its request's deadline is refused (A5).")
+	fs.IntVar(&o.WebhookBurst, "webhook-kube-api-burst", o.WebhookBurst, "Burst of the webhook's own API client, like --webhook-kube-api-qps.")
+	fs.StringVar(&o.WebhookClientCA, "webhook-client-ca", o.WebhookClientCA, "PEM file of the CA that signs the API server's webhook client certificate (its AdmissionConfiguration names a kubeconfig for the webhook; docs/deploy.md). Set, the webhook refuses at TLS every connection without a certificate that CA signed; reloaded when it changes (SPEC B14). Empty: any client that reaches the port may call the webhook.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of the Prometheus /metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over HTTPS, only to callers whose bearer token passes a TokenReview and a SubjectAccessReview for get on the non-resource URL /metrics (SPEC B4). false serves plain HTTP to anyone: local debugging only.")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with the /metrics tls.crt and tls.key; reloaded when they change. Empty: a self-signed certificate generated at start.")
@@ -158,6 +172,15 @@ func (o *Options) Validate() error {
 	}
 	if o.WebhookMaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--webhook-max-in-flight must be at least 1, got %d", o.WebhookMaxInFlight))
+	}
+	if o.WebhookQPS <= 0 {
+		errs = append(errs, fmt.Errorf("--webhook-kube-api-qps must be positive, got %v", o.WebhookQPS))
+	}
+	if o.WebhookBurst < 1 {
+		errs = append(errs, fmt.Errorf("--webhook-kube-api-burst must be at least 1, got %d", o.WebhookBurst))
+	}
+	if o.WebhookClientCA != "" && o.WebhookPort == 0 {
+		errs = append(errs, errors.New("--webhook-client-ca needs the webhook server (--webhook-port is 0)"))
 	}
 	if o.LeaderElect {
 		if o.LeaderElectionID == "" {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/admission"
+	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/version"
 )
 
@@ -34,6 +35,12 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if d.Uncached, err = workload.NewUncached(cfg, d.Kube); err != nil {
+		return err
+	}
+	if d.CAPI, d.CAPIServed, err = newCAPI(ctx, cfg, d.Kube.Discovery()); err != nil {
+		return err
+	}
 	logger.Info("Starting captf manager", "version", version.Info(), "apiServer", cfg.Host,
 		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "watchSources", o.WatchSources, "workers", o.Workers,
 		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
@@ -49,7 +56,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	health := newHealth()
-	webhook, err := newWebhook(d)
+	webhook, err := newWebhook(d, cfg)
 	if err != nil {
 		return err
 	}
@@ -104,8 +111,12 @@ func startInformers(ctx context.Context, d *Deps, health *health) (stop func() e
 	for _, f := range factories {
 		f.Start(informersCtx.Done())
 	}
+	d.CAPI.Start(informersCtx)
 	go func() {
-		synced := true
+		synced := waitCAPI(informersCtx, d.CAPI)
+		if !synced {
+			logger.Info("Informer cache did not sync", "type", "Cluster API")
+		}
 		for _, res := range []map[string]bool{
 			typeNames(d.Informers.WaitForCacheSync(informersCtx.Done())),
 			typeNames(d.JobInformers.WaitForCacheSync(informersCtx.Done())),

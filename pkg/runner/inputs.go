@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +23,16 @@ const (
 	// VariablesFile is the variables file the runner writes into the
 	// working copy; Terraform loads *.auto.tfvars.json by itself.
 	VariablesFile = "captf.auto.tfvars.json"
+
+	// InputsFile is the variables file of the contract inputs (SPEC K6),
+	// beside VariablesFile; their names never overlap (spec.variables may
+	// not use the inputs' names). Terraform and OpenTofu warn about values
+	// of variables the module does not declare, and ignore them.
+	InputsFile = "captf-contract.auto.tfvars.json"
+
+	// MaxInputsBytes bounds the inputs file the runner reads (the run
+	// Secret holding it is at most 1 MiB).
+	MaxInputsBytes = 1 << 20
 
 	// BackendOverrideFile replaces any backend (or cloud block) the module
 	// declares with the kubernetes backend (SPEC T2). Terraform merges
@@ -68,6 +80,39 @@ func parseVariables(value string) ([]byte, []string, error) {
 		return nil, nil, fmt.Errorf("%s: %v", VariablesEnv, err)
 	}
 	return append(b, '\n'), names, nil
+}
+
+// readInputs reads the contract inputs file (SPEC K6): a JSON object of
+// at most MaxInputsBytes, returned as the variables file's content with
+// its key names sorted. Errors never quote it: bootstrap_data is
+// sensitive (K5, X1).
+func readInputs(path string) ([]byte, []string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--inputs: %v", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxInputsBytes+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("--inputs: reading %s: %v", path, err)
+	}
+	if len(b) > MaxInputsBytes {
+		return nil, nil, fmt.Errorf("--inputs: %s is more than %d bytes", path, MaxInputsBytes)
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(b, &in); err != nil || in == nil {
+		return nil, nil, fmt.Errorf("--inputs: %s is not a JSON object of inputs", path)
+	}
+	names := make([]string, 0, len(in))
+	for k := range in {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out, err := json.MarshalIndent(in, "", "  ")
+	if err != nil {
+		return nil, nil, fmt.Errorf("--inputs: %s: not valid JSON", path)
+	}
+	return append(out, '\n'), names, nil
 }
 
 // numericTail is what Terraform's kubernetes backend refuses at the end of

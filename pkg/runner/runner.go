@@ -72,6 +72,9 @@ type config struct {
 	lockTimeout time.Duration
 	stopTimeout time.Duration
 
+	// inputs is --inputs: a file holding the contract inputs (SPEC K6).
+	inputs string
+
 	// State in the kubernetes backend (SPEC T2): both or neither.
 	stateNamespace, stateSuffix string
 	stateKubeconfig             string // out of cluster only, absolute
@@ -130,6 +133,18 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		}
 	}
 
+	// SPEC K6: the contract inputs, checked before anything is written.
+	var inputsFile []byte
+	var inputNames []string
+	if cfg.inputs != "" {
+		if cfg.workdir == "" {
+			return fail("--inputs is set but --workdir is not: the inputs file is written only into a working copy, never into the module directory")
+		}
+		if inputsFile, inputNames, err = readInputs(cfg.inputs); err != nil {
+			return fail("%v", err)
+		}
+	}
+
 	// SPEC T2: a writable copy of the module directory, which stays as the
 	// image has it.
 	dir := cfg.chdir
@@ -155,6 +170,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		fmt.Fprintf(stderr, "captf runner: wrote %d input variables from %s to %s (SPEC T3): %s\n",
 			len(varNames), VariablesEnv, VariablesFile, names)
 	}
+	if inputsFile != nil {
+		if err := writeFile(filepath.Join(dir, InputsFile), inputsFile); err != nil {
+			return fail("writing %s: %v", InputsFile, err)
+		}
+		// Names only: bootstrap_data is sensitive (SPEC K5, X1).
+		fmt.Fprintf(stderr, "captf runner: wrote %d contract inputs to %s (SPEC K6; a module declares those it uses): %s\n",
+			len(inputNames), InputsFile, showNames(inputNames))
+	}
 	if cfg.stateNamespace != "" {
 		if err := writeFile(filepath.Join(dir, BackendOverrideFile), []byte(backendOverride)); err != nil {
 			return fail("writing %s: %v", BackendOverrideFile, err)
@@ -174,6 +197,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	if cfg.home != "" {
 		kept = slices.DeleteFunc(kept, func(e string) bool { return envName(e) == "HOME" })
 		kept = append(kept, "HOME="+cfg.home)
+	}
+	// Terraform and OpenTofu call home to check for updates unless told not
+	// to (upstream A3-78): a Job has no use for it, and its egress may be
+	// closed.
+	if _, ok := lookupEnv(kept, "CHECKPOINT_DISABLE"); !ok {
+		kept = append(kept, "CHECKPOINT_DISABLE=1")
 	}
 	// A shell's cd would update PWD, and os/exec only does it when it builds
 	// the environment itself; without this Terraform would see the runner's
@@ -224,6 +253,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset.StringVar(&cfg.workdir, "workdir", "", "existing empty directory to copy the module directory into and run Terraform in (SPEC T2); without it Terraform runs in the module directory")
 	fset.StringVar(&cfg.home, "home", "", "HOME for Terraform, created if missing (its CLI configuration and plugin cache must be writable)")
 	fset.DurationVar(&cfg.lockTimeout, "lock-timeout", DefaultLockTimeout, "how long Terraform waits for the state lock, whole seconds (SPEC T8); 0s fails at once")
+	fset.StringVar(&cfg.inputs, "inputs", "", "file holding the contract inputs as a JSON object (SPEC K6), written as "+InputsFile+" into the working copy; needs --workdir")
 	fset.StringVar(&cfg.stateNamespace, "state-namespace", "", "namespace of the state in the kubernetes backend (SPEC T2); needs --state-suffix")
 	fset.StringVar(&cfg.stateSuffix, "state-suffix", "", "secret_suffix of the state in the kubernetes backend (SPEC T2); needs --state-namespace")
 	fset.StringVar(&cfg.stateKubeconfig, "state-kubeconfig", "", "kubeconfig for the kubernetes backend instead of the in-cluster config (debugging out of cluster); needs the state flags")

@@ -373,3 +373,62 @@ func TestParseVariables(t *testing.T) {
 	require.Equal(t, map[string]any{"a": map[string]any{"x": nil}, "b": []any{1.0, 2.0}, "c": "<&>"}, got)
 	require.True(t, strings.HasSuffix(string(b), "}\n"), fmt.Sprintf("%q", b))
 }
+
+// K6: the contract inputs reach Terraform as their own variables file in
+// the working copy; the log names them, never a value (K5: bootstrap_data
+// is sensitive, X1).
+func TestInputsK6(t *testing.T) {
+	t.Parallel()
+	const secret = "I2Nsb3VkLWNvbmZpZwpzZWNyZXQtYm9vdHN0cmFw"
+	f := newFixture(t, VariablesEnv+`={"size":3}`)
+	inputs := filepath.Join(t.TempDir(), "inputs.json")
+	require.NoError(t, os.WriteFile(inputs, []byte(`{"machine_name":"m1","bootstrap_data":"`+secret+`","captf_object":{"kind":"TerraformMachine"}}`), 0o400))
+	work := t.TempDir()
+	code, stdout, stderr := f.run("apply", "--chdir="+f.module, "--workdir="+work, "--inputs="+inputs)
+	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(filepath.Join(work, InputsFile))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"machine_name":"m1","bootstrap_data":"`+secret+`","captf_object":{"kind":"TerraformMachine"}}`, string(b))
+	b, err = os.ReadFile(filepath.Join(work, VariablesFile))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"size":3}`, string(b), "spec.variables keep their own file")
+	require.NoFileExists(t, filepath.Join(f.module, InputsFile))
+	require.Contains(t, stderr, "captf runner: wrote 3 contract inputs to captf-contract.auto.tfvars.json (SPEC K6; a module declares those it uses): bootstrap_data captf_object machine_name\n")
+	require.NotContains(t, stdout+stderr, secret)
+}
+
+func TestInputsErrorsK6(t *testing.T) {
+	t.Parallel()
+	const marker = "zz-inputs-marker"
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o400))
+		return p
+	}
+	big := write("big", `{"a":"`+strings.Repeat("x", MaxInputsBytes)+`"}`)
+	for _, tt := range []struct {
+		name, path, want string
+		noWorkdir        bool
+	}{
+		{"no workdir", write("ok", `{"a":1}`), "--inputs is set but --workdir is not", true},
+		{"missing", filepath.Join(dir, "nope"), "--inputs: open", false},
+		{"not JSON", write("bad", `{"a":"`+marker), "is not a JSON object of inputs", false},
+		{"array", write("arr", `["`+marker+`"]`), "is not a JSON object of inputs", false},
+		{"null", write("null", `null`), "is not a JSON object of inputs", false},
+		{"too large", big, "is more than 1048576 bytes", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			args := []string{"apply", "--chdir=" + f.module, "--inputs=" + tt.path}
+			if !tt.noWorkdir {
+				args = append(args, "--workdir="+t.TempDir())
+			}
+			code, stdout, stderr := f.run(args...)
+			require.Equal(t, ExitRunnerError, code)
+			require.Contains(t, lastLine(stderr), tt.want)
+			require.NotContains(t, stdout+stderr, marker)
+			require.Empty(t, f.read("init.args"), "nothing ran")
+		})
+	}
+}

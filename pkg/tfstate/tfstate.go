@@ -1,17 +1,20 @@
 package tfstate
 
 import (
+	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/captf/captf/pkg/bounded"
 )
 
 // What the kubernetes backend writes (SPEC T2; docs/runtime-environment.md,
@@ -35,7 +38,7 @@ const (
 	ChunkSize = 1 << 20
 )
 
-// Limits of SPEC T4.
+// Limits of SPEC T4 and B10.
 const (
 	// MaxStateBytes bounds the decompressed state, and the compressed input.
 	MaxStateBytes = 16 << 20
@@ -45,7 +48,29 @@ const (
 	// MaxParts is the most Secrets a state of at most MaxStateBytes
 	// compressed bytes can be split into.
 	MaxParts = MaxStateBytes / ChunkSize
+	// MaxDepth bounds the nesting of the state's JSON: far deeper than any
+	// state Terraform writes (a resource's attributes nest a few levels per
+	// block), and free to skip (the decoder keeps one counter).
+	MaxDepth = 512
+	// MaxValues bounds the JSON values of the state: 4M, a quarter of a
+	// value per byte of MaxStateBytes; Terraform's indented JSON spends far
+	// more bytes per value.
+	MaxValues = 1 << 22
+	// MaxKey bounds the keys the decoder holds: the state's top-level keys,
+	// output names and the keys of an output. A longer one is no state
+	// Terraform writes.
+	MaxKey = 4 << 10
+	// maxCaptured bounds the output values and names the decoder holds, as
+	// compact JSON: twice MaxOutputsBytes, so that Encode, not the decoder,
+	// decides T4's cap for anything near it.
+	maxCaptured = 2 * MaxOutputsBytes
 )
+
+// limits are the bounds of the state's decoding (SPEC B10): every string
+// may be as long as the state (a resource attribute may hold a file),
+// since a skipped string costs nothing.
+var limits = bounded.Limits{MaxInput: MaxStateBytes, MaxSize: MaxStateBytes, MaxDepth: MaxDepth,
+	MaxValues: MaxValues, MaxToken: MaxStateBytes, MaxKey: MaxKey}
 
 // SecretName is the name of the (first) state Secret of suffix, workspace
 // default: tfstate-default-<suffix>.
@@ -66,10 +91,25 @@ func Selector(suffix string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{LabelState: "true", LabelSuffix: suffix, LabelWorkspace: Workspace})
 }
 
-// MaybeSplit reports whether s, the Secret named SecretName, may be the
-// first chunk of a split state: only a full chunk can be followed by more.
-func MaybeSplit(s *corev1.Secret) bool {
-	return s != nil && len(s.Data[DataKey]) == ChunkSize
+// IsStateName reports whether name is one the backend gives a Secret of
+// the state of suffix: SecretName(suffix), or PartName(suffix, i) for a
+// part i >= 1 (SPEC T2, B15). The state clean-up deletes no other Secret,
+// whatever labels it carries.
+func IsStateName(suffix, name string) bool {
+	base := SecretName(suffix)
+	if name == base {
+		return true
+	}
+	i, ok := strings.CutPrefix(name, base+"-part-")
+	if !ok || i == "" || i[0] == '0' || len(i) > 9 {
+		return false
+	}
+	for _, c := range []byte(i) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Kind classifies a failure to read outputs.
@@ -83,7 +123,9 @@ const (
 	KindIncomplete
 	// KindNotGzip: the data is not a gzip stream, or a corrupt one.
 	KindNotGzip
-	// KindTooLarge: more than MaxStateBytes, compressed or decompressed.
+	// KindTooLarge: more than MaxStateBytes, compressed or decompressed,
+	// or past another limit of the decoder (MaxDepth, MaxValues, MaxKey),
+	// or a state Secret over the budget of one uncached read.
 	KindTooLarge
 	// KindNotJSON: the decompressed data is not a JSON object.
 	KindNotJSON
@@ -92,7 +134,8 @@ const (
 	// KindUnsupported: a state format version other than 4.
 	KindUnsupported
 	// KindOutputsTooLarge: the outputs, or the sensitive names, exceed
-	// MaxOutputsBytes as JSON. OutputsAvailable=False/OutputsTooLarge.
+	// MaxOutputsBytes as JSON (Encode), or the decoder's bound on what it
+	// holds of them (Read). OutputsAvailable=False/OutputsTooLarge.
 	KindOutputsTooLarge
 )
 
@@ -140,46 +183,99 @@ func KindOf(err error) Kind {
 	return 0
 }
 
-// Assemble returns the compressed state of suffix from secrets, which hold
-// the state Secret and, for a split state, its parts (any order; Secrets
-// with other names are ignored, a tenant's copies included). It follows the
-// chunks from PartName(suffix, 0) while each is a full ChunkSize, so a
-// stale part left after the state shrank is never read.
-func Assemble(suffix string, secrets []corev1.Secret) ([]byte, error) {
-	byName := make(map[string]*corev1.Secret, len(secrets))
-	for i := range secrets {
-		byName[secrets[i].Name] = &secrets[i]
+// Chunks returns a reader of the compressed state of suffix that fetches
+// its Secrets with get as it reads them, holding one at a time: the chunk
+// in SecretName(suffix), then, while each chunk is a full ChunkSize (a
+// state HashiCorp Terraform split), the one in the next PartName. get
+// returns nil for a Secret that does not exist. A part (i >= 1) without
+// the labels of Selector(suffix) is not one: it counts as missing. So a
+// stale part left after the state shrank is never read, and only the
+// backend's own names are (SPEC B11: GETs by name, no LIST).
+//
+// Errors: KindNotFound without the first Secret or its key, KindIncomplete
+// when a part is missing before another or lacks its key, KindTooLarge past
+// MaxParts or MaxStateBytes; get's own errors pass through unchanged.
+func Chunks(suffix string, get func(name string) (*corev1.Secret, error)) io.Reader {
+	return &chunks{suffix: suffix, get: get, selector: Selector(suffix)}
+}
+
+type chunks struct {
+	suffix   string
+	get      func(name string) (*corev1.Secret, error)
+	selector labels.Selector
+	next     int // the index of the next part to fetch
+	total    int
+	cur      []byte
+	done     bool
+	err      error
+}
+
+func (c *chunks) Read(p []byte) (int, error) {
+	for len(c.cur) == 0 {
+		switch {
+		case c.err != nil:
+			return 0, c.err
+		case c.done:
+			return 0, io.EOF
+		}
+		c.err = c.fetch()
 	}
-	var out []byte
-	for i := 0; ; i++ {
-		name := PartName(suffix, i)
-		s, ok := byName[name]
-		if !ok && i == 0 {
-			return nil, fail(KindNotFound, "Secret %s does not exist", name)
-		}
-		if !ok {
-			if _, later := byName[PartName(suffix, i+1)]; later {
-				return nil, fail(KindIncomplete, "split state: part Secret %s is missing", name)
-			}
-			// A state of an exact multiple of ChunkSize ends here; a
-			// missing last part shows as a truncated gzip stream.
-			return out, nil
-		}
-		chunk, ok := s.Data[DataKey]
-		if !ok {
-			if i == 0 {
-				return nil, fail(KindNotFound, "Secret %s has no %q key", name, DataKey)
-			}
-			return nil, fail(KindIncomplete, "split state: part Secret %s has no %q key", name, DataKey)
-		}
-		if i >= MaxParts || len(out)+len(chunk) > MaxStateBytes {
-			return nil, fail(KindTooLarge, "the compressed state exceeds %d bytes", MaxStateBytes)
-		}
-		out = append(out, chunk...)
-		if len(chunk) != ChunkSize {
-			return out, nil
-		}
+	n := copy(p, c.cur)
+	c.cur = c.cur[n:]
+	return n, nil
+}
+
+// part gets part i, nil when it does not exist or is not the suffix's.
+func (c *chunks) part(i int) (*corev1.Secret, error) {
+	s, err := c.get(PartName(c.suffix, i))
+	if err != nil || s == nil {
+		return nil, err
 	}
+	if i > 0 && !c.selector.Matches(labels.Set(s.Labels)) {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// fetch reads the next chunk into c.cur, or sets c.done.
+func (c *chunks) fetch() error {
+	i := c.next
+	name := PartName(c.suffix, i)
+	s, err := c.part(i)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		if i == 0 {
+			return fail(KindNotFound, "Secret %s does not exist", name)
+		}
+		later, err := c.part(i + 1)
+		if err != nil {
+			return err
+		}
+		if later != nil {
+			return fail(KindIncomplete, "split state: part Secret %s is missing", name)
+		}
+		// A state of an exact multiple of ChunkSize ends here; a missing
+		// last part shows as a truncated gzip stream.
+		c.done = true
+		return nil
+	}
+	chunk, ok := s.Data[DataKey]
+	if !ok {
+		if i == 0 {
+			return fail(KindNotFound, "Secret %s has no %q key", name, DataKey)
+		}
+		return fail(KindIncomplete, "split state: part Secret %s has no %q key", name, DataKey)
+	}
+	if i >= MaxParts || c.total+len(chunk) > MaxStateBytes {
+		return fail(KindTooLarge, "the compressed state exceeds %d bytes", MaxStateBytes)
+	}
+	c.total += len(chunk)
+	c.cur = chunk
+	c.next++
+	c.done = len(chunk) != ChunkSize
+	return nil
 }
 
 // Outputs are the outputs of a state: the values of the non-sensitive ones,
@@ -192,125 +288,252 @@ type Outputs struct {
 	Sensitive []string
 }
 
-// stateFile is what Decode reads of a state file; everything else
-// (resources, check results) is skipped.
-type stateFile struct {
-	Version *int                   `json:"version"`
-	Outputs map[string]stateOutput `json:"outputs"`
-	// OpenTofu's state encryption envelope: {"meta", "encrypted_data",
-	// "encryption_version"}.
-	EncryptedData     json.RawMessage `json:"encrypted_data"`
-	EncryptionVersion json.RawMessage `json:"encryption_version"`
-}
-
-type stateOutput struct {
-	Value     json.RawMessage `json:"value"`
-	Sensitive bool            `json:"sensitive"`
-}
-
-// Decode decompresses a state (at most MaxStateBytes, whatever the input
-// expands to) and returns its outputs.
+// Decode returns the outputs of a compressed state (see Read).
 func Decode(compressed []byte) (*Outputs, error) {
-	if len(compressed) > MaxStateBytes {
-		return nil, fail(KindTooLarge, "the compressed state exceeds %d bytes", MaxStateBytes)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(compressed))
-	if err != nil {
-		if len(bytes.TrimSpace(compressed)) > 0 && bytes.TrimSpace(compressed)[0] == '{' {
-			return nil, fail(KindNotGzip, "the state is not gzip-compressed (it looks like plain JSON; the kubernetes backend always compresses)")
-		}
-		return nil, fail(KindNotGzip, "the state is not gzip-compressed (%d bytes without a gzip header)", len(compressed))
-	}
-	raw, err := readCapped(zr, MaxStateBytes)
-	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return nil, e
-		}
-		// gzip and flate errors carry offsets and checksums, never data;
-		// still, say it in our words.
-		return nil, fail(KindNotGzip, "the state is a corrupt or truncated gzip stream (%s)", gzipProblem(err))
-	}
-	return decodeJSON(raw)
+	return Read(bytes.NewReader(compressed))
 }
 
-// gzipProblem names a decompression failure without quoting anything.
-func gzipProblem(err error) string {
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "unexpected end"
-	case errors.Is(err, gzip.ErrChecksum):
-		return "checksum mismatch"
-	case errors.Is(err, gzip.ErrHeader):
-		return "invalid header after the first stream"
-	}
-	return "invalid compressed data"
-}
-
-// readCapped reads r to its end, failing with KindTooLarge past limit
-// bytes. It never holds a buffer larger than limit+1 bytes: a
-// decompression bomb costs at most that, not what it would expand to.
-func readCapped(r io.Reader, limit int) ([]byte, error) {
-	lr := io.LimitReader(r, int64(limit)+1)
-	buf := make([]byte, 0, min(limit+1, 32<<10))
-	for {
-		if len(buf) == cap(buf) {
-			// Double, but jump straight to limit+1 rather than to a size
-			// just short of it.
-			next := 2 * cap(buf)
-			if next >= limit {
-				next = limit + 1
+// Read returns the outputs of the compressed state r yields, bounded while
+// it reads (SPEC B10): at most MaxStateBytes in and out of the
+// decompressor, MaxDepth, MaxValues and MaxKey on the JSON, which is walked
+// as a stream. It keeps the format version, whether the state is an
+// encryption envelope, and the outputs: each value as compact JSON while it
+// is read (at most maxCaptured bytes of values and names in all), dropped
+// once its output proves sensitive (Terraform writes "sensitive" after
+// "value"). Everything else (resources, check results) is validated and
+// skipped, never held. The values kept are then made canonical.
+//
+// Errors of r that are not this package's or bounded's pass through (an
+// API error while a part is fetched).
+func Read(r io.Reader) (*Outputs, error) {
+	br := bufio.NewReaderSize(r, 512)
+	head, _ := br.Peek(64)
+	zr, err := bounded.Gunzip(br, limits)
+	if err != nil {
+		if bounded.KindOf(err) == bounded.KindCorrupt {
+			if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+				return nil, fail(KindNotGzip, "the state is not gzip-compressed (it looks like plain JSON; the kubernetes backend always compresses)")
 			}
-			grown := make([]byte, len(buf), next)
-			copy(grown, buf)
-			buf = grown
+			return nil, fail(KindNotGzip, "the state is not gzip-compressed (no gzip header)")
 		}
-		n, err := lr.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if len(buf) > limit {
-			return nil, fail(KindTooLarge, "the decompressed state exceeds %d bytes", limit)
+		return nil, fromBounded(err)
+	}
+	return readJSON(zr)
+}
+
+// readJSON reads the outputs of a decompressed state.
+func readJSON(r io.Reader) (*Outputs, error) {
+	w := &walk{d: bounded.NewDecoder(r, limits)}
+	if err := w.state(); err != nil {
+		return nil, fromBounded(err)
+	}
+	return w.result()
+}
+
+// fromBounded says a bounded error in this package's kinds; other errors
+// pass through.
+func fromBounded(err error) error {
+	be := bounded.As(err)
+	if be == nil {
+		return err
+	}
+	switch {
+	case be.Kind.Limit():
+		return fail(KindTooLarge, "the state is too large: %s", be.Message)
+	case be.Kind == bounded.KindCorrupt:
+		return fail(KindNotGzip, "the state is not a valid gzip stream: %s", be.Message)
+	}
+	return fail(KindNotJSON, "the decompressed state is not a Terraform state JSON document: %s", be.Message)
+}
+
+// walk is what Read keeps of a state while it reads it.
+type walk struct {
+	d         *bounded.Decoder
+	version   *int64
+	encrypted bool
+	outputs   map[string]output
+	// held counts the bytes of output values and names held, against
+	// maxCaptured; over is set once a value or a name did not fit.
+	held int
+	over bool
+	// problem is the first value of an unexpected type: reported once the
+	// document proved well formed and within the limits, as
+	// encoding/json would.
+	problem *Error
+}
+
+type output struct {
+	value     json.RawMessage
+	sensitive bool
+}
+
+func (w *walk) typeProblem(what string) error {
+	if w.problem == nil {
+		w.problem = fail(KindNotJSON, "the decompressed state is not a Terraform state (%s at byte %d)", what, w.d.Offset())
+	}
+	return w.d.Skip()
+}
+
+// state reads the document. Keys match as encoding/json matches them
+// (case-insensitively, the last one wins).
+func (w *walk) state() error {
+	if t, err := w.d.Peek(); err != nil {
+		return err
+	} else if t != bounded.Object {
+		// Not a state, whatever follows: stop reading.
+		return fail(KindNotJSON, "the decompressed state is not a Terraform state (a JSON %s, not an object)", t)
+	}
+	err := w.d.Object(func(key string) error {
+		switch {
+		case strings.EqualFold(key, "version"):
+			return w.readVersion()
+		case strings.EqualFold(key, "outputs"):
+			return w.readOutputs()
+		case strings.EqualFold(key, "encrypted_data"), strings.EqualFold(key, "encryption_version"):
+			// OpenTofu's state encryption envelope: {"meta",
+			// "encrypted_data", "encryption_version"}.
+			w.encrypted = true
 		}
-		if err == io.EOF {
-			return buf, nil
+		return w.d.Skip()
+	})
+	if err != nil {
+		return err
+	}
+	return w.d.End()
+}
+
+func (w *walk) readVersion() error {
+	t, err := w.d.Peek()
+	switch {
+	case err != nil:
+		return err
+	case t == bounded.Null:
+		w.version = nil
+		return w.d.Skip()
+	case t != bounded.Number:
+		return w.typeProblem("a format version that is not a number")
+	}
+	raw, ok, err := w.d.Capture(32)
+	if err != nil {
+		return err
+	}
+	v, perr := strconv.ParseInt(string(raw), 10, strconv.IntSize)
+	if !ok || perr != nil {
+		if w.problem == nil {
+			w.problem = fail(KindNotJSON, "the decompressed state is not a Terraform state (a format version that is not an integer)")
 		}
-		if err != nil {
-			return nil, err
+		return nil
+	}
+	w.version = &v
+	return nil
+}
+
+func (w *walk) readOutputs() error {
+	t, err := w.d.Peek()
+	switch {
+	case err != nil:
+		return err
+	case t == bounded.Null:
+		w.outputs = nil
+		return w.d.Skip()
+	case t != bounded.Object:
+		return w.typeProblem("outputs that are not an object")
+	}
+	if w.outputs == nil {
+		w.outputs = map[string]output{}
+	}
+	return w.d.Object(func(name string) error {
+		w.hold(len(name) + 4)
+		o, err := w.readOutput()
+		if err != nil || w.over {
+			return err
 		}
+		if !o.sensitive {
+			w.hold(len(o.value))
+		}
+		if !w.over {
+			w.outputs[name] = o
+		}
+		return nil
+	})
+}
+
+// hold counts n more bytes held; past maxCaptured it sets over, and the
+// walk keeps nothing more (the result is KindOutputsTooLarge).
+func (w *walk) hold(n int) {
+	w.held += n
+	if w.held > maxCaptured {
+		w.over = true
+		w.outputs = nil
 	}
 }
 
-// decodeJSON reads the outputs of a decompressed state.
-func decodeJSON(raw []byte) (*Outputs, error) {
-	var st stateFile
-	if err := json.Unmarshal(raw, &st); err != nil {
-		// Never the decoder's message: it can quote a character or a
-		// number of the input (X1).
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
+// readOutput reads one output: {"value": ..., "type": ..., "sensitive": bool}.
+func (w *walk) readOutput() (output, error) {
+	var o output
+	t, err := w.d.Peek()
+	switch {
+	case err != nil:
+		return o, err
+	case t == bounded.Null:
+		return o, w.d.Skip()
+	case t != bounded.Object:
+		return o, w.typeProblem("an output that is not an object")
+	}
+	overflow := false
+	err = w.d.Object(func(key string) error {
 		switch {
-		case errors.As(err, &syn):
-			return nil, fail(KindNotJSON, "the decompressed state is not valid JSON (syntax error at byte %d of %d)", syn.Offset, len(raw))
-		case errors.As(err, &typ):
-			return nil, fail(KindNotJSON, "the decompressed state is not a Terraform state (unexpected JSON type at byte %d)", typ.Offset)
+		case strings.EqualFold(key, "value"):
+			// What is left of the budget: a value that does not fit is
+			// dropped, which is no loss if the output is sensitive.
+			raw, ok, err := w.d.Capture(max(0, maxCaptured-w.held))
+			o.value, overflow = raw, !ok
+			return err
+		case strings.EqualFold(key, "sensitive"):
+			t, err := w.d.Peek()
+			switch {
+			case err != nil:
+				return err
+			case t == bounded.Null:
+				return w.d.Skip() // as encoding/json: null leaves a bool as it is
+			case t != bounded.Bool:
+				return w.typeProblem("an output's sensitive flag that is not a boolean")
+			}
+			raw, _, err := w.d.Capture(5)
+			o.sensitive = string(raw) == "true"
+			return err
 		}
-		return nil, fail(KindNotJSON, "the decompressed state is not a Terraform state JSON document")
+		return w.d.Skip()
+	})
+	if o.sensitive {
+		o.value = nil
+	} else if overflow {
+		w.hold(maxCaptured + 1)
 	}
-	if st.EncryptedData != nil || st.EncryptionVersion != nil {
+	return o, err
+}
+
+// result judges what the walk kept, then makes the values canonical.
+func (w *walk) result() (*Outputs, error) {
+	switch {
+	case w.problem != nil:
+		return nil, w.problem
+	case w.encrypted:
 		return nil, fail(KindEncrypted, "the state is encrypted (OpenTofu state encryption): its outputs cannot be read")
-	}
-	if st.Version == nil {
+	case w.version == nil:
 		return nil, fail(KindNotJSON, "the decompressed state is not a Terraform state (no format version)")
-	}
-	if *st.Version != 4 {
-		return nil, fail(KindUnsupported, "state format version %d is not supported (only 4)", *st.Version)
+	case *w.version != 4:
+		return nil, fail(KindUnsupported, "state format version %d is not supported (only 4)", *w.version)
+	case w.over:
+		return nil, fail(KindOutputsTooLarge, "the outputs exceed %d bytes as JSON while they are read, over the limit of %d for status.outputs", maxCaptured, MaxOutputsBytes)
 	}
 	out := &Outputs{Values: map[string]json.RawMessage{}, Sensitive: []string{}}
-	for name, o := range st.Outputs {
-		if o.Sensitive {
+	for name, o := range w.outputs {
+		if o.sensitive {
 			out.Sensitive = append(out.Sensitive, name)
 			continue
 		}
-		v, err := canonical(o.Value)
+		v, err := canonical(o.value)
 		if err != nil {
 			return nil, fail(KindNotJSON, "the value of output %q is not valid JSON", name)
 		}

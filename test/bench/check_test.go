@@ -23,7 +23,7 @@ func TestSharedPlan(t *testing.T) {
 	clusters := map[string]*v1alpha1.TerraformCluster{}
 	for _, o := range objs {
 		if o.kind == kindCluster {
-			c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name},
+			c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: o.name, Annotations: standalone()},
 				Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: o.own}}}
 			if o.defaults != "" {
 				c.Spec.Defaults = &v1alpha1.ClusterDefaults{IdentityRef: &v1alpha1.IdentityReference{Name: o.defaults}}

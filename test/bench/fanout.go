@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/captf/captf/test/integration/framework"
 	"sort"
 	"sync"
 	"time"
@@ -87,7 +88,7 @@ func (b *bench) fanout(ctx context.Context) error {
 	first := time.Now()
 	err = parallel(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
 		ns := f.namespaces[i]
-		c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleetCluster},
+		c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleetCluster, Annotations: standalone()},
 			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: fleetIdentity}}}
 		out, err := b.e.captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
 		if err != nil {
@@ -222,3 +223,7 @@ func describeOwners(refs []metav1.OwnerReference) string {
 	sort.Strings(out)
 	return fmt.Sprintf("%v", out)
 }
+
+// standalone is the annotation of the benchmark's workload objects: they
+// run without Cluster API owners (SPEC K2).
+func standalone() map[string]string { return framework.Standalone() }

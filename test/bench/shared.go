@@ -254,7 +254,7 @@ func (b *bench) shared(ctx context.Context) error {
 // createShared creates one planned object and records its UID.
 func (b *bench) createShared(ctx context.Context, o *sharedObj) error {
 	api := b.e.captf.InfrastructureV1alpha1()
-	meta := metav1.ObjectMeta{Namespace: o.ns, Name: o.name}
+	meta := metav1.ObjectMeta{Namespace: o.ns, Name: o.name, Annotations: standalone()}
 	if o.cluster != "" {
 		meta.Labels = map[string]string{v1alpha1.LabelClusterName: o.cluster}
 	}

@@ -65,6 +65,10 @@ type Options struct {
 	// (URL names it), with Node,RBAC authorization and NodeRestriction.
 	// See docs/local-control-plane.md, "A node".
 	Node bool
+	// WebhookClientCert makes kube-apiserver present a client certificate
+	// to every admission webhook (an AdmissionConfiguration, SPEC B14);
+	// ControlPlane.WebhookClient then names it and its CA.
+	WebhookClientCert bool
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -77,6 +81,9 @@ type ControlPlane struct {
 	CAData []byte
 	// Users are the token users, by name.
 	Users map[string]User
+	// WebhookClient is the client certificate kube-apiserver presents to
+	// admission webhooks; nil without Options.WebhookClientCert.
+	WebhookClient *WebhookClientCert
 
 	removeDir bool
 	etcdURL   string
@@ -219,6 +226,15 @@ func (cp *ControlPlane) prepare(opts Options) error {
 		cp.URL = "https://" + NodeGateway + ":" + strconv.Itoa(apiPort)
 		cp.node.apiPort = apiPort
 		apiArgs = nodeAPIServerArgs()
+	}
+
+	if opts.WebhookClientCert {
+		w, args, err := writeWebhookClientCert(filepath.Join(pki, "webhook-client"))
+		if err != nil {
+			return fmt.Errorf("webhook client certificate: %w", err)
+		}
+		cp.WebhookClient = w
+		apiArgs = append(apiArgs, args...)
 	}
 
 	etcdBin, err := binary(opts.BinDir, "etcd")

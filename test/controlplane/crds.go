@@ -59,6 +59,11 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 			}
 		}
 	}
+	return waitEstablished(ctx, client, names)
+}
+
+// waitEstablished waits until every CRD of names is Established.
+func waitEstablished(ctx context.Context, client dynamic.Interface, names []string) error {
 	for _, name := range names {
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			crd, err := client.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})

@@ -15,7 +15,8 @@ type NodeForTest struct {
 	stopped bool
 }
 
-// StartNodeForTest starts the control plane and one node for t, logs how
+// StartNodeForTest starts the control plane (presenting a client
+// certificate to webhooks, Options.WebhookClientCert) and one node for t, logs how
 // long that took, and stops them when t ends unless StopAndCheck did
 // first. A machine without the node's prerequisites skips t when
 // skipMissing, else fails it (a make target installs and builds them
@@ -29,7 +30,10 @@ func StartNodeForTest(ctx context.Context, t testing.TB, binDir string, skipMiss
 		t.Fatalf("no node on this machine: %v", err)
 	}
 	start := time.Now()
-	cp, err := Start(ctx, Options{BinDir: binDir, Node: true})
+	// kube-apiserver presents a client certificate to admission webhooks
+	// (WebhookClient): a webhook run with --webhook-client-ca needs it, one
+	// without does not ask for it (SPEC B14).
+	cp, err := Start(ctx, Options{BinDir: binDir, Node: true, WebhookClientCert: true})
 	if err != nil {
 		t.Fatalf("starting the control plane and the node: %v", err)
 	}

@@ -34,7 +34,10 @@ const (
 // with the local image for the manager and its --runner-image (J5: keep
 // them equal, docs/deploy.md "The image"), and the self-signed webhook
 // certificate of docs/deploy.md: the Secret captf-webhook-cert and the CA
-// in the webhook configuration's caBundle. No flag is tuned: a rotation
+// in the webhook configuration's caBundle; and, as docs/deploy.md shows,
+// --webhook-client-ca with the CA of the client certificate the control
+// plane's AdmissionConfiguration makes kube-apiserver present (a ConfigMap
+// mounted into the manager, SPEC B14). No other flag is tuned: a rotation
 // reaches the mirrors at once through the source watch (SPEC P2), at the
 // default periods.
 const overlay = `apiVersion: kustomize.config.k8s.io/v1beta1
@@ -54,6 +57,11 @@ secretGenerator:
     files:
       - tls.crt
       - tls.key
+configMapGenerator:
+  - name: captf-webhook-client-ca
+    namespace: captf-system
+    files:
+      - ca.crt
 patches:
   - target: {group: apps, version: v1, kind: Deployment, name: captf-manager}
     patch: |-
@@ -63,6 +71,15 @@ patches:
       - op: replace
         path: /spec/template/spec/containers/0/args/8
         value: --runner-image=%[3]s
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --webhook-client-ca=/etc/captf/webhook-client-ca/ca.crt
+      - op: add
+        path: /spec/template/spec/containers/0/volumeMounts/-
+        value: {name: webhook-client-ca, mountPath: /etc/captf/webhook-client-ca, readOnly: true}
+      - op: add
+        path: /spec/template/spec/volumes/-
+        value: {name: webhook-client-ca, configMap: {name: captf-webhook-client-ca}}
   - target: {group: admissionregistration.k8s.io, version: v1, kind: ValidatingWebhookConfiguration, name: captf}
     patch: |-
       - op: add
@@ -86,6 +103,13 @@ func (e *env) deployManager(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clientCA, err := os.ReadFile(e.cp.WebhookClient.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), clientCA, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// kustomize takes a base by relative path.

@@ -302,7 +302,7 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	// module's rotation probe), so R3 is seen from inside a running Job.
 	before := lastSeq(e.cloud.seen(ctx, t))
 	cluster := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: tenant},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterName, Namespace: tenant, Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}},
 		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: &v1alpha1.IdentityReference{Name: identity},
 			Source:      v1alpha1.SourceSpec{Image: moduleImage},
@@ -759,7 +759,7 @@ func (e *env) checkOutputs(ctx context.Context, t *testing.T, resourceID string)
 	if ep := c.Spec.ControlPlaneEndpoint; ep.Host != wantHost || ep.Port != 6443 {
 		t.Errorf("T5: spec.controlPlaneEndpoint %+v, want %s:6443", ep, wantHost)
 	}
-	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprint(c.Generation) {
+	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprintf("%d/%s", c.Generation, c.UID) {
 		t.Errorf("T5: %s=%q on generation %d", v1alpha1.AnnotationProviderFieldsGeneration, got, c.Generation)
 	}
 	e.waitFor(ctx, t, time.Minute, "a pass over the generation the manager's write made", func() (bool, string) {

@@ -6,7 +6,11 @@
 // runner's environment before a real node exists; issue 12's end-to-end test
 // runs the same module in a pod.
 //
-// Without bin/tofu every test skips and no control plane starts.
+// The contract inputs test (SPEC K6) runs HashiCorp Terraform too
+// (bin/terraform, built by `make terraform`), with the modules of testdata/.
+//
+// Without bin/tofu and bin/terraform every test skips and no control plane
+// starts; without one of them, its tests skip.
 package tofu
 
 import (
@@ -18,10 +22,12 @@ import (
 	"github.com/captf/captf/test/integration/framework"
 )
 
-// root is the repository root, tofuBinary bin/tofu ("" when missing).
+// root is the repository root, tofuBinary bin/tofu and terraformBinary
+// bin/terraform ("" when missing).
 var (
-	root       string
-	tofuBinary string
+	root            string
+	tofuBinary      string
+	terraformBinary string
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +39,10 @@ func TestMain(m *testing.M) {
 	if p := filepath.Join(root, "bin", "tofu"); isExecutable(p) {
 		tofuBinary = p
 	}
-	if tofuBinary == "" {
+	if p := filepath.Join(root, "bin", "terraform"); isExecutable(p) {
+		terraformBinary = p
+	}
+	if tofuBinary == "" && terraformBinary == "" {
 		// Every test skips with the reason; no control plane is needed.
 		os.Exit(m.Run())
 	}

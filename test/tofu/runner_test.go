@@ -28,8 +28,14 @@ import (
 // image (here the repository's test/e2e/module) only read.
 func runnerRun(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	args = append(args, "--terraform="+tofuBinary,
-		"--chdir="+filepath.Join(root, "test", "e2e", "module"),
+	return runnerRunWith(t, tofuBinary, filepath.Join(root, "test", "e2e", "module"), env, args...)
+}
+
+// runnerRunWith is runnerRun with another Terraform binary and module.
+func runnerRunWith(t *testing.T, binary, module string, env []string, args ...string) (int, string) {
+	t.Helper()
+	args = append(args, "--terraform="+binary,
+		"--chdir="+module,
 		"--workdir="+t.TempDir(),
 		"--home="+filepath.Join(t.TempDir(), "home"))
 	var out bytes.Buffer

@@ -47,49 +47,16 @@ func Generate(hosts []string, validFor time.Duration) (caPEM, certPEM, keyPEM []
 	}
 	notBefore := time.Now().Add(-clockSkew)
 	notAfter := notBefore.Add(clockSkew + validFor)
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("generating CA key: %w", err)
-	}
-	caSerial, err := randomSerial()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	caTemplate := &x509.Certificate{
-		SerialNumber:          caSerial,
-		Subject:               pkix.Name{CommonName: "captf-webhook-ca", Organization: []string{"captf"}},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("parsing CA certificate: %w", err)
-	}
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("generating serving key: %w", err)
-	}
-	serial, err := randomSerial()
+	ca, err := newCA("captf-webhook-ca", notBefore, notAfter)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	template := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: hosts[0], Organization: []string{"captf"}},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: hosts[0], Organization: []string{"captf"}},
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	for _, h := range hosts {
 		if h == "" {
@@ -101,18 +68,102 @@ func Generate(hosts []string, validFor time.Duration) (caPEM, certPEM, keyPEM []
 			template.DNSNames = append(template.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, template, caCert, &key.PublicKey, caKey)
+	certPEM, keyPEM, err = ca.sign(template, "serving")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("creating serving certificate: %w", err)
+		return nil, nil, nil, err
+	}
+	return ca.pem, certPEM, keyPEM, nil
+}
+
+// GenerateClient creates a new certificate authority and a client
+// certificate it signs for commonName, valid from now for validFor: what
+// the API server presents to the webhook when its AdmissionConfiguration
+// names a kubeconfig with it, and what the webhook's --webhook-client-ca
+// checks (SPEC B14). It returns the PEM of the CA certificate, of the
+// client certificate and of its PKCS#8 private key.
+func GenerateClient(commonName string, validFor time.Duration) (caPEM, certPEM, keyPEM []byte, err error) {
+	if commonName == "" {
+		return nil, nil, nil, errors.New("generating client certificate: no common name given")
+	}
+	if validFor <= 0 {
+		return nil, nil, nil, fmt.Errorf("generating client certificate: validity %s is not positive", validFor)
+	}
+	notBefore := time.Now().Add(-clockSkew)
+	notAfter := notBefore.Add(clockSkew + validFor)
+	ca, err := newCA("captf-webhook-client-ca", notBefore, notAfter)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	certPEM, keyPEM, err = ca.sign(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName, Organization: []string{"captf"}},
+		NotBefore:   notBefore,
+		NotAfter:    notAfter,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, "client")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ca.pem, certPEM, keyPEM, nil
+}
+
+// authority is a CA that signs leaf certificates.
+type authority struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+// newCA creates a self-signed CA named commonName.
+func newCA(commonName string, notBefore, notAfter time.Time) (*authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating CA key: %w", err)
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	template := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{"captf"}},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parsing CA certificate: %w", err)
+	}
+	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// sign issues template (its serial number is set here) for a new key and
+// returns the certificate's and the key's PEM; what names it in errors.
+func (a *authority) sign(template *x509.Certificate, what string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating %s key: %w", what, err)
+	}
+	if template.SerialNumber, err = randomSerial(); err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, a.cert, &key.PublicKey, a.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating %s certificate: %w", what, err)
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("encoding serving key: %w", err)
+		return nil, nil, fmt.Errorf("encoding %s key: %w", what, err)
 	}
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	return caPEM, certPEM, keyPEM, nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // WriteFiles writes certPEM and keyPEM as tls.crt (mode 0644) and tls.key

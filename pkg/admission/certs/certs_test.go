@@ -65,3 +65,36 @@ func TestWriteSelfSigned(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 2, "no temporary files left behind")
 }
+
+// B14: GenerateClient's certificate is a client certificate its own CA
+// verifies for client authentication, and not a serving one.
+func TestGenerateClient(t *testing.T) {
+	caPEM, certPEM, keyPEM, err := GenerateClient("kube-apiserver", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("client authentication: %v", err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err == nil {
+		t.Error("a client certificate must not serve")
+	}
+	if leaf.Subject.CommonName != "kube-apiserver" {
+		t.Errorf("common name %q", leaf.Subject.CommonName)
+	}
+	if _, _, _, err := GenerateClient("", time.Hour); err == nil {
+		t.Error("an empty common name must be refused")
+	}
+}

@@ -26,7 +26,8 @@
 //     lacks, so whoever may choose the keys may probe the Secret's key names.
 //   - A4: DELETE is refused while a workload object resolves to the identity
 //     (objects being deleted count: their destroy Job needs the credentials),
-//     naming one of them, and while status.namespaces lists namespaces that
+//     naming one of them (found from the informers' indexes at the cost of
+//     the identity's users, B13), and while status.namespaces lists namespaces that
 //     still hold a mirror, naming them. Both reasons are reported together.
 //   - A5: a failed SubjectAccessReview, a failed lookup of users, a missing
 //     client, or a request without the object it needs is an internal error:
@@ -40,13 +41,15 @@
 //   - A1 is checked before any SubjectAccessReview; a request with an invalid
 //     selector is refused with the A1 errors alone and costs no review (it
 //     cannot be admitted whatever the review says).
-//   - A denied review's status.reason is not put into the refusal message: an
-//     authorizer webhook may write arbitrary text there (names of policies,
-//     roles or other subjects), and the message goes to the requesting user.
-//     It is logged for the operator instead. status.evaluationError is an
-//     authorizer's own diagnostic (for example a missing Role) and is
-//     included, bounded in length, because it tells the user why an expected
-//     permission did not apply.
+//   - Refusals say no more than the seeds require (B14). A denied review's
+//     status.reason and status.evaluationError are not put into the refusal
+//     message: an authorizer may write arbitrary text there (names of
+//     policies, of Roles in the Secret's namespace, of other subjects), and
+//     the message goes to the requesting user. Both are logged for the
+//     operator instead, bounded in length. An A4 refusal names one object
+//     using the identity, not how many there are across namespaces.
+//   - Usernames and identity names in log lines are clipped
+//     (admission.ClipName, B14).
 //   - Changing spec.secretRef and widening in the same update needs one
 //     review (the new Secret), reported at spec.secretRef. Changing
 //     spec.requiredKeys and widening in the same update needs one review,

@@ -47,7 +47,6 @@ func TestA4DeleteRefusedForUsersFoundByTheResolver(t *testing.T) {
 	clusters, machines, pools := inf.TerraformClusters().Informer(), inf.TerraformMachines().Informer(), inf.TerraformMachinePools().Informer()
 	require.NoError(t, index.AddWorkloadIndexers(clusters, machines, pools))
 	resolver := &index.Resolver{
-		Clusters:       inf.TerraformClusters().Lister(),
 		ClusterIndexer: clusters.GetIndexer(),
 		MachineIndexer: machines.GetIndexer(),
 		PoolIndexer:    pools.GetIndexer(),

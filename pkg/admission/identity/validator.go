@@ -37,8 +37,8 @@ const (
 	// maxNamedNamespaces bounds the namespaces an A4 refusal lists
 	// (status.namespaces holds up to 1000); the rest are counted.
 	maxNamedNamespaces = 10
-	// maxEvaluationErrorLen bounds the authorizer's evaluation error quoted
-	// in a refusal.
+	// maxEvaluationErrorLen bounds the authorizer's reason and evaluation
+	// error in a log line.
 	maxEvaluationErrorLen = 256
 )
 
@@ -166,12 +166,15 @@ func (v *Validator) validateDelete(ctx context.Context, user authenticationv1.Us
 	var errs field.ErrorList
 	var reasons []string
 	if len(refs) > 0 {
+		// One user, as A4 says, and not how many: the count of objects
+		// using the identity across every namespace is not the requester's
+		// to learn (B14). The log has it.
 		first := refs[0].String()
 		if refs[0].Deleting {
 			first += " (being deleted: its destroy needs the credentials)"
 		}
-		errs = append(errs, field.Forbidden(namePath, fmt.Sprintf("TerraformClusterIdentity %s is in use by %s%s; delete or re-point its users first",
-			name, first, andMore(len(refs)-1))))
+		errs = append(errs, field.Forbidden(namePath, fmt.Sprintf("TerraformClusterIdentity %s is in use by %s; delete or re-point its users first",
+			name, first)))
 		reasons = append(reasons, reasonInUse)
 	}
 	nss := obj.Status.Namespaces
@@ -206,26 +209,24 @@ func (v *Validator) reviewSecretAccess(ctx context.Context, user authenticationv
 	}
 	resp, err := v.SAR.Create(ctx, subjectAccessReview(user, ns, name), metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("creating a SubjectAccessReview for user %q on Secret %s/%s: %w", user.Username, ns, name, err)
+		return nil, fmt.Errorf("creating a SubjectAccessReview for user %q on Secret %s/%s: %w", admission.ClipName(user.Username), ns, name, err)
 	}
 	if resp == nil {
-		return nil, fmt.Errorf("SubjectAccessReview for user %q on Secret %s/%s returned no status", user.Username, ns, name)
+		return nil, fmt.Errorf("SubjectAccessReview for user %q on Secret %s/%s returned no status", admission.ClipName(user.Username), ns, name)
 	}
 	if resp.Status.Allowed {
 		return nil, nil
 	}
 
 	// Denied, or no authorizer had an opinion: either way not allowed.
-	// status.reason stays out of the message (see doc.go).
-	msg := fmt.Sprintf("user %q may not get Secret %s/%s: %s", user.Username, ns, name, why)
-	if e := resp.Status.EvaluationError; e != "" {
-		msg += "; the authorizer reported an evaluation error: " + clip(e, maxEvaluationErrorLen)
-	}
+	// status.reason and status.evaluationError stay out of the message
+	// (see doc.go); the operator's log has them.
+	msg := fmt.Sprintf("user %q may not get Secret %s/%s: %s", admission.ClipName(user.Username), ns, name, why)
 	errs := field.ErrorList{field.Forbidden(fldPath, msg)}
 	admission.RecordSARDenial()
 	logRefusal(ctx, user, op, obj.Name, reasonSARDenied, errs,
 		"secret", klog.KRef(ns, name), "sarReason", clip(resp.Status.Reason, maxEvaluationErrorLen),
-		"evaluationError", resp.Status.EvaluationError != "")
+		"evaluationError", clip(resp.Status.EvaluationError, maxEvaluationErrorLen))
 	return errs, nil
 }
 
@@ -259,7 +260,7 @@ func logRefusal(ctx context.Context, user authenticationv1.UserInfo, op admissio
 		fields = append(fields, e.Field+": "+e.Type.String())
 	}
 	klog.FromContext(ctx).Info("Refused TerraformClusterIdentity request",
-		append([]any{"user", user.Username, "operation", op, "identity", identity, "reason", reason, "fields", fields}, kv...)...)
+		append([]any{"user", admission.ClipName(user.Username), "operation", op, "identity", admission.ClipName(identity), "reason", reason, "fields", fields}, kv...)...)
 }
 
 // andMore says how many more there are, "" for none.

@@ -74,3 +74,109 @@ func TestUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, id, "no cluster in its namespace: nothing to inherit (I2)")
 }
+
+// SPEC 1.2 through the indexes: a member's cluster is the lowest-named
+// cluster of its namespace carrying its cluster-name label, else the one of
+// that name; MembersOf returns only the members a cluster wins, judged with
+// the version it is given (its old one, or its last before deletion).
+func TestClusterOfAndMembersOf(t *testing.T) {
+	r, cl, ma, _ := newResolver(t)
+	labelled := func(v string) map[string]string { return map[string]string{v1alpha1.LabelClusterName: v} }
+	b := &v1alpha1.TerraformCluster{ObjectMeta: meta("a", "b", labelled("x")), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id-b")}}
+	c := &v1alpha1.TerraformCluster{ObjectMeta: meta("a", "c", labelled("x")), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id-c")}}
+	x := &v1alpha1.TerraformCluster{ObjectMeta: meta("a", "x", nil), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id-x")}}
+	other := &v1alpha1.TerraformCluster{ObjectMeta: meta("other", "a", labelled("x")), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id-o")}}
+	for _, o := range []*v1alpha1.TerraformCluster{c, x, other} {
+		cl(o)
+	}
+	m0 := &v1alpha1.TerraformMachine{ObjectMeta: meta("a", "m0", labelled("x"))}
+	ma(m0)
+	own := &v1alpha1.TerraformMachine{ObjectMeta: meta("a", "own", labelled("x")), Spec: v1alpha1.TerraformMachineSpec{IdentityRef: ref("id-own")}}
+	ma(own)
+
+	got, err := r.ClusterOf("a", "x")
+	require.NoError(t, err)
+	require.Equal(t, "c", got.Name, "a cluster carrying the label wins over the one named by it")
+	require.Equal(t, []string{"m0"}, names(t, r, c), "own identityRef: not a member")
+	require.Empty(t, names(t, r, x), "x loses to the label")
+
+	cl(b)
+	got, err = r.ClusterOf("a", "x")
+	require.NoError(t, err)
+	require.Equal(t, "b", got.Name, "the lowest name wins among the labelled")
+	require.Equal(t, []string{"m0"}, names(t, r, b))
+	require.Empty(t, names(t, r, c), "c no longer wins")
+
+	// b's label changed to y: b's old version won x, so its members then
+	// are returned; its new version wins nothing (no member says y).
+	moved := b.DeepCopy()
+	moved.Labels = labelled("y")
+	require.NoError(t, r.ClusterIndexer.Update(moved))
+	require.Equal(t, []string{"m0"}, names(t, r, b), "the old version's members: their cluster changed")
+	require.Empty(t, names(t, r, moved))
+	got, err = r.ClusterOf("a", "x")
+	require.NoError(t, err)
+	require.Equal(t, "c", got.Name)
+
+	// c deleted: its last state won x.
+	require.NoError(t, r.ClusterIndexer.Delete(c))
+	require.Equal(t, []string{"m0"}, names(t, r, c))
+	got, err = r.ClusterOf("a", "x")
+	require.NoError(t, err)
+	require.Equal(t, "x", got.Name, "by name once no cluster carries the label")
+	id, err := r.IdentityOf(m0)
+	require.NoError(t, err)
+	require.Equal(t, "id-x", id)
+
+	got, err = r.ClusterOf("a", "")
+	require.NoError(t, err)
+	require.Nil(t, got, "no label, no cluster")
+}
+
+func names(t *testing.T, r *Resolver, c *v1alpha1.TerraformCluster) []string {
+	t.Helper()
+	ms, err := r.MembersOf(c)
+	require.NoError(t, err)
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.GetName())
+	}
+	return out
+}
+
+// newResolver returns a Resolver over fresh informers' indexers and adders
+// of clusters, machines and pools.
+func newResolver(t testing.TB) (*Resolver, func(*v1alpha1.TerraformCluster), func(*v1alpha1.TerraformMachine), func(*v1alpha1.TerraformMachinePool)) {
+	t.Helper()
+	f := captfinformers.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
+	inf := f.Infrastructure().V1alpha1()
+	r, err := NewResolver(inf.TerraformClusters(), inf.TerraformMachines(), inf.TerraformMachinePools())
+	require.NoError(t, err)
+	return r,
+		func(o *v1alpha1.TerraformCluster) { require.NoError(t, r.ClusterIndexer.Add(o)) },
+		func(o *v1alpha1.TerraformMachine) { require.NoError(t, r.MachineIndexer.Add(o)) },
+		func(o *v1alpha1.TerraformMachinePool) { require.NoError(t, r.PoolIndexer.Add(o)) }
+}
+
+// UsersIn: one namespace's users of an identity, deleting ones included,
+// and only that namespace's.
+func TestUsersIn(t *testing.T) {
+	r, cl, ma, po := newResolver(t)
+	for _, ns := range []string{"a", "b"} {
+		cl(&v1alpha1.TerraformCluster{ObjectMeta: meta(ns, "prod", nil), Spec: v1alpha1.TerraformClusterSpec{IdentityRef: ref("id")}})
+		ma(&v1alpha1.TerraformMachine{ObjectMeta: meta(ns, "m", map[string]string{v1alpha1.LabelClusterName: "prod"})})
+		po(&v1alpha1.TerraformMachinePool{ObjectMeta: meta(ns, "p", nil), Spec: v1alpha1.TerraformMachinePoolSpec{IdentityRef: ref("id")}})
+	}
+	ma(&v1alpha1.TerraformMachine{ObjectMeta: meta("a", "other", nil), Spec: v1alpha1.TerraformMachineSpec{IdentityRef: ref("id-2")}})
+	users, err := r.UsersIn("a", "id")
+	require.NoError(t, err)
+	var got []Ref
+	for _, u := range users {
+		got = append(got, u.Ref())
+	}
+	require.ElementsMatch(t, []Ref{
+		{Kind: "TerraformCluster", Namespace: "a", Name: "prod"},
+		{Kind: "TerraformMachine", Namespace: "a", Name: "m"},
+		{Kind: "TerraformMachinePool", Namespace: "a", Name: "p"},
+	}, got)
+}

@@ -12,9 +12,11 @@ import (
 	"github.com/captf/captf/pkg/credentials"
 )
 
-// JobsOf returns the Jobs whose controller is the object with uid.
+// JobsOf returns the Jobs whose controller is the object with uid: one
+// bucket of the Controller index, whatever other owner references tenants
+// put on their Jobs (B13).
 func JobsOf(jobs cache.Indexer, uid types.UID) ([]*batchv1.Job, error) {
-	objs, err := jobs.ByIndex(Owner, string(uid))
+	objs, err := jobs.ByIndex(Controller, string(uid))
 	if err != nil {
 		return nil, err
 	}

@@ -91,3 +91,17 @@ func SourceHashOf(job *batchv1.Job) string {
 	}
 	return job.Annotations[v1alpha1.AnnotationSourceHash]
 }
+
+// InputsHashOf returns the hash of the contract inputs a Job ran with
+// (SPEC K6), "" when none is recorded or it is not a hash the manager
+// wrote (at most 128 characters, the record's bound).
+func InputsHashOf(job *batchv1.Job) string {
+	if job == nil {
+		return ""
+	}
+	h := job.Annotations[v1alpha1.AnnotationInputsHash]
+	if len(h) > 128 {
+		return ""
+	}
+	return h
+}

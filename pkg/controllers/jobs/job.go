@@ -63,9 +63,24 @@ const (
 	// TmpDir is /tmp.
 	TmpDir = "/tmp"
 
+	// InputsVolumeName is the run Secret's volume (SPEC K5, K6), mounted
+	// read-only at InputsDir; the runner reads InputsKey from it.
+	InputsVolumeName = "inputs"
+	// InputsDir is where the run Secret's files are.
+	InputsDir = "/var/run/captf/inputs"
+	// InputsKey is the run Secret's key holding the contract inputs as a
+	// JSON object.
+	InputsKey = "inputs.json"
+	// RunSecretPrefix starts the name of a Job's run Secret:
+	// captf-run-<Job name> ([RunSecretName]).
+	RunSecretPrefix = "captf-run-"
+	// InputsSecretPrefix starts the name of an object's inputs Secret:
+	// captf-inputs-<state suffix> ([InputsSecretName]).
+	InputsSecretPrefix = "captf-inputs-"
+
 	// DefaultLockTimeoutSeconds is the runner's --lock-timeout when the
-	// object sets none (SPEC T8; the CRD defaults
-	// spec.jobs.lockTimeoutSeconds to it).
+	// object sets none and its deadline is at least twice as long (SPEC T8,
+	// LockTimeoutSeconds).
 	DefaultLockTimeoutSeconds int64 = 300
 
 	// RunAsUser, RunAsGroup and [CredentialsGroup] (fsGroup) are the pod's
@@ -166,7 +181,27 @@ type Params struct {
 	// field by field over the T6 defaults; Build copies them.
 	PodSecurityContext *corev1.PodSecurityContext
 	SecurityContext    *corev1.SecurityContext
+	// Inputs, when true, mounts the Job's run Secret (RunSecretName of the
+	// Job's name), which holds the contract inputs (SPEC K5, K6), and has
+	// the runner write them for Terraform. The Job is created suspended:
+	// the manager creates the run Secret, owned by the Job, then resumes
+	// it, so no pod starts before its inputs exist.
+	Inputs bool
+	// InputsHash is the hash of those inputs, recorded on the Job as
+	// captf.io/inputs-hash (SPEC K6); "" records nothing.
+	InputsHash string
 }
+
+// RunSecretName is the name of the run Secret of the Job named job (SPEC
+// K5): it holds the run's inputs, is owned by the Job and deleted when
+// the Job finishes.
+func RunSecretName(job string) string { return RunSecretPrefix + job }
+
+// InputsSecretName is the name of the inputs Secret of the object whose
+// state suffix is suffix ([StateSuffix]): the inputs of its last apply,
+// from which destroys and a provisioned machine's runs take theirs (SPEC
+// K5: a machine pins what it was provisioned with).
+func InputsSecretName(suffix string) string { return InputsSecretPrefix + suffix }
 
 // Build returns the Job for p (SPEC J1-J5, C5). The result shares no memory
 // with p. Fields the spec does not ask for are left unset (nil), so the API
@@ -189,9 +224,8 @@ func Build(p Params) *batchv1.Job {
 		// The identity controller finds an identity's Jobs by it (C5).
 		annotations[v1alpha1.AnnotationIdentity] = p.Identity
 	}
-	name := AttemptName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation, p.Attempt)
+	name := AttemptOrReapplyName(p)
 	if p.Reapply > 0 {
-		name = ReapplyName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Generation, p.Reapply)
 		annotations[v1alpha1.AnnotationJobReapply] = strconv.Itoa(p.Reapply)
 	}
 	if p.Attempt > 1 {
@@ -199,6 +233,14 @@ func Build(p Params) *batchv1.Job {
 	}
 	if p.Retry != "" {
 		annotations[v1alpha1.AnnotationRetry] = p.Retry
+	}
+	if p.InputsHash != "" {
+		annotations[v1alpha1.AnnotationInputsHash] = p.InputsHash
+	}
+	var suspend *bool
+	if p.Inputs {
+		// Resumed once the run Secret exists (SPEC K5).
+		suspend = ptr.To(true)
 	}
 
 	return &batchv1.Job{
@@ -227,6 +269,7 @@ func Build(p Params) *batchv1.Job {
 			// retried behind the user's back.
 			BackoffLimit:          ptr.To[int32](0),
 			ActiveDeadlineSeconds: ptr.To(deadline),
+			Suspend:               suspend,
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: managedLabels()},
 				Spec:       podSpec(p),
@@ -245,7 +288,7 @@ func podSpec(p Params) corev1.PodSpec {
 	emptyDir := func(name string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
-	return corev1.PodSpec{
+	spec := corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyNever,
 		// T1: the state backend's permissions come with this ServiceAccount;
 		// its token is the pod's default projected volume, and no other.
@@ -303,16 +346,52 @@ func podSpec(p Params) corev1.PodSpec {
 			SecurityContext: ContainerSecurityContext(p.SecurityContext),
 		}},
 	}
+	if p.Inputs {
+		// SPEC K5: the inputs, bootstrap data among them, reach the pod
+		// only through the run Secret, never in the Job spec.
+		spec.Volumes = append(spec.Volumes, corev1.Volume{
+			Name: InputsVolumeName,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName:  RunSecretName(AttemptOrReapplyName(p)),
+				DefaultMode: ptr.To(CredentialsFileMode),
+			}},
+		})
+		c := &spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: InputsVolumeName, MountPath: InputsDir, ReadOnly: true})
+	}
+	return spec
+}
+
+// AttemptOrReapplyName is the name [Build] gives the Job of p.
+func AttemptOrReapplyName(p Params) string {
+	if p.Reapply > 0 {
+		return ReapplyName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Generation, p.Reapply)
+	}
+	return AttemptName(p.OwnerKind, p.OwnerName, p.OwnerUID, p.Action, p.Generation, p.Attempt)
+}
+
+// LockTimeoutSeconds is the lock wait of a Job (SPEC T8): the object's
+// spec.jobs.lockTimeoutSeconds when set; unset, DefaultLockTimeoutSeconds,
+// or half the deadline when the deadline (J4; DefaultActiveDeadlineSeconds
+// when unset) is shorter than twice that, so the wait never eats the run.
+func LockTimeoutSeconds(set *int64, deadline int64) int64 {
+	if set != nil && *set >= 0 {
+		return *set
+	}
+	if deadline <= 0 {
+		deadline = DefaultActiveDeadlineSeconds
+	}
+	if deadline < 2*DefaultLockTimeoutSeconds {
+		return deadline / 2
+	}
+	return DefaultLockTimeoutSeconds
 }
 
 // command is the Terraform container's command (SPEC J5, T2, T8):
 // `captf runner <action>` with the working copy, HOME and lock wait.
 func command(p Params) []string {
-	lock := DefaultLockTimeoutSeconds
-	if p.LockTimeoutSeconds != nil && *p.LockTimeoutSeconds >= 0 {
-		lock = *p.LockTimeoutSeconds
-	}
-	return []string{
+	lock := LockTimeoutSeconds(p.LockTimeoutSeconds, p.ActiveDeadlineSeconds)
+	args := []string{
 		RunnerPath, "runner", string(p.Action),
 		"--workdir=" + WorkDir,
 		"--home=" + HomeDir,
@@ -322,6 +401,10 @@ func command(p Params) []string {
 		"--state-namespace=" + p.Namespace,
 		"--state-suffix=" + StateSuffix(p.OwnerKind, p.OwnerName),
 	}
+	if p.Inputs {
+		args = append(args, "--inputs="+InputsDir+"/"+InputsKey)
+	}
+	return args
 }
 
 // env is the Terraform container's env (SPEC J3, T3): the Job's three

@@ -78,10 +78,15 @@ func TestBuildGolden(t *testing.T) {
 	minimal.LockTimeoutSeconds = nil
 	minimal.PodSecurityContext = nil
 
+	inputs := minimal
+	inputs.Inputs = true
+	inputs.InputsHash = "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
+
 	for name, p := range map[string]Params{
 		"apply":         params(v1alpha1.JobActionApply),
 		"destroy":       params(v1alpha1.JobActionDestroy),
 		"apply-minimal": minimal,
+		"apply-inputs":  inputs,
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := yaml.Marshal(Build(p))
@@ -394,5 +399,42 @@ func TestGoldenFilesHaveNoStrayFiles(t *testing.T) {
 			names = append(names, e.Name())
 		}
 	}
-	require.ElementsMatch(t, []string{"apply.golden.yaml", "destroy.golden.yaml", "apply-minimal.golden.yaml"}, names)
+	require.ElementsMatch(t, []string{"apply.golden.yaml", "destroy.golden.yaml", "apply-minimal.golden.yaml", "apply-inputs.golden.yaml"}, names)
+}
+
+// K5, K6: with inputs, the Job is created suspended, mounts its run Secret
+// read-only and has the runner read the inputs from it; the Job spec holds
+// no input value, only the hash.
+func TestBuildInputsK5K6(t *testing.T) {
+	p := params(v1alpha1.JobActionApply)
+	plain := Build(p)
+	require.Nil(t, plain.Spec.Suspend, "no inputs: not suspended")
+	require.NotContains(t, plain.Annotations, v1alpha1.AnnotationInputsHash)
+
+	p.Inputs = true
+	p.InputsHash = "abc"
+	j := Build(p)
+	require.Equal(t, ptr.To(true), j.Spec.Suspend)
+	require.Equal(t, "abc", j.Annotations[v1alpha1.AnnotationInputsHash])
+	require.Equal(t, "abc", InputsHashOf(j))
+	var vol *corev1.Volume
+	for i := range j.Spec.Template.Spec.Volumes {
+		if j.Spec.Template.Spec.Volumes[i].Name == InputsVolumeName {
+			vol = &j.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	require.NotNil(t, vol)
+	require.Equal(t, RunSecretName(j.Name), vol.Secret.SecretName)
+	require.Equal(t, "captf-run-"+j.Name, vol.Secret.SecretName)
+	require.Equal(t, ptr.To(CredentialsFileMode), vol.Secret.DefaultMode)
+	c := j.Spec.Template.Spec.Containers[0]
+	require.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: InputsVolumeName, MountPath: InputsDir, ReadOnly: true})
+	require.Contains(t, c.Command, "--inputs="+InputsDir+"/"+InputsKey)
+	require.Equal(t, plain.Spec.Template.Spec.Containers[0].Env, c.Env, "inputs never travel in env")
+	// The re-apply name is the one the run Secret follows too.
+	p.Reapply = 2
+	j = Build(p)
+	require.Equal(t, RunSecretName(j.Name), j.Spec.Template.Spec.Volumes[len(j.Spec.Template.Spec.Volumes)-1].Secret.SecretName)
+	require.Equal(t, "captf-inputs-x-terraformcluster", InputsSecretName("x-terraformcluster"))
+	require.Empty(t, InputsHashOf(nil))
 }

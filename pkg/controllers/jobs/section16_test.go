@@ -127,16 +127,24 @@ func TestBuildT6NoAliasing(t *testing.T) {
 // 0 kept (no wait).
 func TestBuildT8LockTimeout(t *testing.T) {
 	for _, tc := range []struct {
-		in   *int64
-		want string
+		in       *int64
+		deadline int64
+		want     string
 	}{
 		{in: nil, want: "--lock-timeout=300s"},
 		{in: ptr.To[int64](0), want: "--lock-timeout=0s"},
 		{in: ptr.To[int64](59), want: "--lock-timeout=59s"},
 		{in: ptr.To[int64](-1), want: "--lock-timeout=300s"},
+		// T8 as amended: unset, half a deadline shorter than 600 s.
+		{in: nil, deadline: 600, want: "--lock-timeout=300s"},
+		{in: nil, deadline: 599, want: "--lock-timeout=299s"},
+		{in: nil, deadline: 120, want: "--lock-timeout=60s"},
+		{in: nil, deadline: 1, want: "--lock-timeout=0s"},
+		{in: ptr.To[int64](100), deadline: 120, want: "--lock-timeout=100s"},
 	} {
 		p := params(v1alpha1.JobActionDestroy)
 		p.LockTimeoutSeconds = tc.in
+		p.ActiveDeadlineSeconds = tc.deadline
 		cmd := Build(p).Spec.Template.Spec.Containers[0].Command
 		require.Contains(t, cmd, tc.want, "in=%v", ptr.Deref(tc.in, -99))
 		require.Equal(t, "destroy", cmd[2])
@@ -199,6 +207,8 @@ func TestValidateVariables(t *testing.T) {
 		{in: `{"a":`, wantErr: "not valid JSON"},
 		{in: `{"1st":1,"a.b":2,"":3,"ok":4}`, wantErr: `not Terraform identifiers (a letter or _, then letters, digits, _ or -): "", "1st", "a.b"`},
 		{in: `{"captf_state":1,"captf_":2,"Captf_x":3}`, wantErr: `reserved prefix captf_: "captf_", "captf_state"`},
+		// K6: the contract inputs' names are reserved too.
+		{in: `{"machine_name":1,"bootstrap_data":2,"replicas":3,"machine":4}`, wantErr: `reserved for the Cluster API contract inputs (SPEC K6): "bootstrap_data", "machine_name", "replicas"`},
 		{in: `{"1a":1,"1b":2,"1c":3,"1d":4,"1e":5,"1f":6,"1g":7}`, wantErr: `"1a", "1b", "1c", "1d", "1e" and 2 more`},
 	} {
 		err := ValidateVariables([]byte(tc.in))

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/captf/captf/pkg/contract"
 )
 
 // Limits of spec.variables (SPEC T3). The CRD enforces MaxVariables
@@ -46,13 +48,15 @@ func ValidateVariables(raw []byte) error {
 	if len(m) > MaxVariables {
 		return fmt.Errorf("spec.variables has %d keys, more than %d", len(m), MaxVariables)
 	}
-	var bad, reserved []string
+	var bad, reserved, contractInputs []string
 	for k := range m {
 		switch {
 		case !variableName.MatchString(k):
 			bad = append(bad, strconvQuote(k))
 		case strings.HasPrefix(k, ReservedVariablePrefix):
 			reserved = append(reserved, strconvQuote(k))
+		case slices.Contains(contract.ReservedInputs, k):
+			contractInputs = append(contractInputs, strconvQuote(k))
 		}
 	}
 	var msgs []string
@@ -61,6 +65,9 @@ func ValidateVariables(raw []byte) error {
 	}
 	if len(reserved) > 0 {
 		msgs = append(msgs, "keys with the reserved prefix "+ReservedVariablePrefix+": "+joinSorted(reserved))
+	}
+	if len(contractInputs) > 0 {
+		msgs = append(msgs, "keys reserved for the Cluster API contract inputs (SPEC K6): "+joinSorted(contractInputs))
 	}
 	if len(msgs) > 0 {
 		return fmt.Errorf("spec.variables has %s", strings.Join(msgs, "; "))

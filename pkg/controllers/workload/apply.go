@@ -44,6 +44,12 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 	if err != nil {
 		return w, err
 	}
+	if suspendedRun(cached.running) {
+		// K5: a start interrupted between the Job and its run Secret.
+		if err := c.resumeRun(ctx, w, cached.running); err != nil {
+			return w, err
+		}
+	}
 	w, err = c.applyJob(ctx, w, creds, cached, now)
 	// T7: decided from the cache, so a pass with nothing to prune makes
 	// no request.
@@ -58,7 +64,7 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if paused(w) {
 		// T5: no Job while paused; the credentials stay mirrored.
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
-			"generation %d is not applied: the object carries annotation %s; remove it and the apply Job starts", w.obj.GetGeneration(), v1alpha1.AnnotationPaused)
+			"generation %d is not applied: %s and the apply Job starts", w.obj.GetGeneration(), pauseNote(w))
 		return c.keepFinalizer(ctx, w, set)
 	}
 	// About to start a Job: confirm from the API server, not the cache.
@@ -69,6 +75,18 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	start, plan := c.decideApply(w, set, creds, now)
 	if !start {
 		return c.keepFinalizer(ctx, w, set)
+	}
+	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
+		// K11: a moved or restored copy whose state records this spec as
+		// applied adopts it instead of applying again.
+		rec, err := c.adoptApplied(ctx, w, w.contract.inputs.Hash(), now)
+		if err != nil {
+			return w, err
+		}
+		if rec != nil {
+			c.reportRecord(w, v1alpha1.JobActionApply, rec, "", time.Time{}, now)
+			return c.setFinalizer(ctx, w, true)
+		}
 	}
 	// The finalizer goes first: an object whose apply Job exists must never
 	// be deleted without a destroy.
@@ -152,6 +170,10 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			plan.trigger = metrics.TriggerAnnotation
 		case n > 0:
 			plan.reapply = n
+		case inputsChanged(w, rec):
+			// K6: the inputs rendered now differ from the recorded run's
+			// (a MachinePool's replicas, a cluster's exports, a pool's
+			// bootstrap data): the next attempt applies them at once.
 		case rec.Outcome == v1alpha1.RunSucceeded:
 			return false, runPlan{}
 		case now.Before(next):
@@ -162,6 +184,12 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		}
 	}
 	switch {
+	case !w.contract.deps.Ready:
+		if !done {
+			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
+				"no apply Job until DependenciesReady is True (%s)", w.contract.deps.Reason)
+		}
+		return false, runPlan{}
 	case !creds.ready:
 		if !done {
 			if set.latest != nil {
@@ -184,6 +212,16 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		return false, runPlan{}
 	}
 	return true, plan
+}
+
+// inputsChanged reports whether the contract inputs rendered this pass
+// differ from those rec, the newest finished apply, ran with (K6). A
+// record without an inputs hash (made before they were recorded) is not
+// taken for a change, so an upgrade starts no Jobs by itself; nor is a
+// provisioned machine's, whose inputs are pinned (K5).
+func inputsChanged(w *workload, rec *v1alpha1.RunRecord) bool {
+	in := w.contract.inputs
+	return in != nil && w.contract.deps.Ready && rec.InputsHash != "" && rec.InputsHash != in.Hash()
 }
 
 // reapplyNumber implements C6: when the object opts in
@@ -221,6 +259,17 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 	if err != nil || runner == "" {
 		return nil, err
 	}
+	// K5, K6: the inputs of the run; an apply saves them first, so a
+	// destroy, a restart or a provisioned machine runs with them again.
+	in, err := c.runInputs(ctx, w, action)
+	if err != nil {
+		return nil, err
+	}
+	if action == v1alpha1.JobActionApply {
+		if err := c.saveInputs(ctx, w, in); err != nil {
+			return nil, err
+		}
+	}
 	job := jobs.Build(jobs.Params{
 		ServiceAccountName:    runner,
 		OwnerAPIVersion:       v1alpha1.SchemeGroupVersion.String(),
@@ -244,8 +293,17 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		LockTimeoutSeconds:    w.jobs.LockTimeoutSeconds,
 		PodSecurityContext:    w.jobs.PodSecurityContext,
 		SecurityContext:       w.jobs.SecurityContext,
+		Inputs:                true,
+		InputsHash:            in.Hash(),
 	})
 	created, err := c.kube.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
+	if err == nil {
+		err = c.startRun(ctx, created, in)
+		if err != nil {
+			// Resumed by a later pass (resumeRun); the Job exists.
+			err = fmt.Errorf("starting %s Job %s: %w", action, created.Name, err)
+		}
+	}
 	switch {
 	case err == nil:
 		c.echoes.wrote(cache.ObjectName{Namespace: created.Namespace, Name: created.Name}, created.ResourceVersion)
@@ -256,7 +314,14 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		}
 		klog.FromContext(ctx).Info("Created Job", "job", klog.KObj(created), "action", action, "generation", w.obj.GetGeneration(), "attempt", plan.attempt, "reapply", plan.reapply, "retryTrigger", plan.trigger)
 	case apierrors.IsAlreadyExists(err):
+		// An earlier pass created it; finish its start if that pass could
+		// not (the Job cache did not show it yet).
 		created = job
+		if existing, gerr := c.kube.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{}); gerr == nil && suspendedRun(existing) {
+			if err := c.startRun(ctx, existing, in); err != nil {
+				return nil, err
+			}
+		}
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		if action == v1alpha1.JobActionDestroy {
 			c.destroyImpossible(w, c.clock.Now())
@@ -276,19 +341,29 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 	return created, nil
 }
 
-// paused reports whether w carries Cluster API's pause annotation (T5).
-func paused(w *workload) bool {
-	_, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationPaused]
-	return ok
+// paused reports whether w's Jobs are paused: by Cluster API's pause
+// annotation on the object (T5), or by its Cluster's spec.paused (K3).
+func paused(w *workload) bool { return w.contract.paused }
+
+// pauseNote says what pauses w and how to resume it.
+func pauseNote(w *workload) string {
+	if _, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationPaused]; ok {
+		return fmt.Sprintf("the object carries annotation %s; remove it", v1alpha1.AnnotationPaused)
+	}
+	return w.contract.pausedBy + "; unpause it"
 }
 
-// reportPaused sets the Paused condition (T5).
+// reportPaused sets the Paused condition (T5, K3).
 func (c *Controller) reportPaused(w *workload) {
-	if paused(w) {
-		setCondition(w, c.clock.Now(), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused,
-			"annotation %s is set: no apply or destroy Job starts until it is removed; credentials stay mirrored", v1alpha1.AnnotationPaused)
+	if !paused(w) {
+		setCondition(w, c.clock.Now(), v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonNotPaused,
+			"annotation %s is not set", v1alpha1.AnnotationPaused)
 		return
 	}
-	setCondition(w, c.clock.Now(), v1alpha1.ConditionPaused, metav1.ConditionFalse, v1alpha1.ReasonNotPaused,
-		"annotation %s is not set", v1alpha1.AnnotationPaused)
+	until := "it is removed"
+	if _, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationPaused]; !ok {
+		until = "the Cluster is unpaused"
+	}
+	setCondition(w, c.clock.Now(), v1alpha1.ConditionPaused, metav1.ConditionTrue, v1alpha1.ReasonPaused,
+		"%s: no apply or destroy Job starts until %s; credentials stay mirrored", w.contract.pausedBy, until)
 }

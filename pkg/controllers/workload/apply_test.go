@@ -363,7 +363,10 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionApply, 1, jobSucceeded),
 				newJob(v1alpha1.KindTerraformCluster, c1, v1alpha1.JobActionDestroy, 1, jobSucceeded),
 				state("tfstate-default-c1-cluster", "c1-cluster"),
+				state("tfstate-default-c1-cluster-part-1", "c1-cluster"),
+				// B15: the labels alone make no state Secret.
 				state("tfstate-default-c1-cluster-part1", "c1-cluster"),
+				state("tenant-data", "c1-cluster"),
 				state("tfstate-default-c2-cluster", "c2-cluster"),
 				state("unlabelled", ""))
 
@@ -373,8 +376,9 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 			require.Len(t, w, 6, "%v", w)
 			require.ElementsMatch(t, []string{
 				"delete secrets " + testNS + "/tfstate-default-c1-cluster",
-				"delete secrets " + testNS + "/tfstate-default-c1-cluster-part1",
+				"delete secrets " + testNS + "/tfstate-default-c1-cluster-part-1",
 			}, []string{w[0].String(), w[1].String()}, "T2: every state Secret of the object's suffix, and no other")
+			requireDeletePreconditions(t, w[0], types.UID("uid-"+w[0].name), "")
 			require.Equal(t, "delete leases "+testNS+"/lock-tfstate-default-c1-cluster", w[2].String(), "T2: the lock Lease")
 			w = w[3:]
 			require.Equal(t, "update terraformclusters/status "+testNS+"/c1", w[0].String())
@@ -383,6 +387,8 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 			require.Equal(t, []string{"example.com/other"}, w[2].obj.(metav1.Object).GetFinalizers(), "only ours removed")
 			require.NotNil(t, f.storedSecret(testNS, "tfstate-default-c2-cluster"), "another object's state is kept")
 			require.NotNil(t, f.storedSecret(testNS, "unlabelled"))
+			require.NotNil(t, f.storedSecret(testNS, "tfstate-default-c1-cluster-part1"), "B15: a look-alike name is kept")
+			require.NotNil(t, f.storedSecret(testNS, "tenant-data"), "B15: a Secret with the labels but another name is kept")
 			requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonDestroySucceeded)
 			if w[1].verb == "delete" {
 				requireDeletePreconditions(t, w[1], mirror.UID, mirror.ResourceVersion)

@@ -1,181 +1,163 @@
 package workload
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/contract"
 )
 
-// The outputs a module declares for Cluster API's fields (SPEC T5).
-const (
-	outputControlPlaneEndpoint = "control_plane_endpoint"
-	outputProviderID           = "provider_id"
-	outputProviderIDList       = "provider_id_list"
-)
+// contractOutputsStep applies the contract outputs published in
+// status.outputs (SPEC T5, K7) on every pass of a non-deleting object:
+// OutputsValid and the status fields from them, the spec fields Cluster
+// API reads (providerFieldsStep), then provisioned, which latches once the
+// recorded apply succeeded and, for an object Cluster API owns, the field
+// Cluster API needs is set; and InfrastructureHealthy, which Ready follows
+// once provisioned (K8). Outputs change only when a successful apply is
+// read (T4), so a steady pass changes nothing. It returns the object as
+// stored when it had to update it.
+func (c *Controller) contractOutputsStep(ctx context.Context, w *workload) (*workload, error) {
+	values, have := publishedOutputs(w.status)
+	out := contract.MapOutputs(c.outputsContext(w), values)
+	now := c.clock.Now()
+	if have {
+		setContractCondition(w, now, v1alpha1.ConditionOutputsValid, out.Valid)
+		setStatusFields(w, out)
+	}
+	w, err := c.providerFieldsStep(ctx, w, out, have)
+	if err != nil {
+		return w, err
+	}
+	latchProvisioned(w, out)
+	if !provisioned(w.status) {
+		setCondition(w, now, v1alpha1.ConditionInfrastructureHealthy, metav1.ConditionUnknown, v1alpha1.ReasonWaitingForProvisioning,
+			"not provisioned yet")
+		return w, nil
+	}
+	setContractCondition(w, now, v1alpha1.ConditionInfrastructureHealthy, out.Health)
+	return w, nil
+}
 
-// Bounds the CRD enforces on the fields; checked here first so that a bad
-// output is reported, not refused by the API server on every pass.
-const (
-	maxFieldLength    = 512
-	maxProviderIDList = 10000
-)
-
-// parseEndpoint reads the output control_plane_endpoint: an object with
-// host and port ({"host": "h", "port": 6443}, the port a number or a
-// decimal string), or a "host:port" string ("[v6]:port" for IPv6).
-func parseEndpoint(raw []byte) (v1alpha1.APIEndpoint, error) {
-	raw = bytes.TrimSpace(raw)
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		host, port, err := net.SplitHostPort(s)
-		if err != nil {
-			return v1alpha1.APIEndpoint{}, fmt.Errorf("%s: %q is not host:port ([v6]:port for IPv6)", outputControlPlaneEndpoint, truncateForMessage(s))
+// latchProvisioned sets status.initialization.provisioned once the
+// recorded apply succeeded and, for an object Cluster API owns, the field
+// Cluster API needs is set (T5, K7); it stays true. A pool's status.ready
+// follows it (K7).
+func latchProvisioned(w *workload, out contract.Outputs) {
+	if rec := w.status.LastApply; !provisioned(w.status) && rec != nil && rec.Outcome == v1alpha1.RunSucceeded &&
+		(w.contract.standalone || requiredFieldSet(w, out)) {
+		if w.status.Initialization == nil {
+			w.status.Initialization = &v1alpha1.WorkloadInitialization{}
 		}
-		return endpoint(host, port)
+		w.status.Initialization.Provisioned = ptr.To(true)
 	}
-	var o struct {
-		Host *string         `json:"host"`
-		Port json.RawMessage `json:"port"`
+	if w.kind.name == v1alpha1.KindTerraformMachinePool {
+		w.status.Ready = provisioned(w.status)
 	}
-	if err := json.Unmarshal(raw, &o); err != nil || o.Host == nil || o.Port == nil {
-		return v1alpha1.APIEndpoint{}, fmt.Errorf("%s must be an object with host and port, or a \"host:port\" string", outputControlPlaneEndpoint)
-	}
-	var port string
-	if err := json.Unmarshal(o.Port, &port); err != nil {
-		port = string(bytes.TrimSpace(o.Port))
-	}
-	return endpoint(*o.Host, port)
 }
 
-func endpoint(host, port string) (v1alpha1.APIEndpoint, error) {
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if err := checkField(outputControlPlaneEndpoint+" host", host); err != nil {
-		return v1alpha1.APIEndpoint{}, err
+// publishedOutputs returns status.outputs as a map, and whether the state
+// has been read (T4).
+func publishedOutputs(st *v1alpha1.WorkloadStatus) (map[string]json.RawMessage, bool) {
+	if st.Outputs == nil || len(st.Outputs.Raw) == 0 {
+		return map[string]json.RawMessage{}, false
 	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return v1alpha1.APIEndpoint{}, fmt.Errorf("%s: port %q is not a number from 1 to 65535", outputControlPlaneEndpoint, truncateForMessage(port))
+	var values map[string]json.RawMessage
+	if err := json.Unmarshal(st.Outputs.Raw, &values); err != nil || values == nil {
+		return map[string]json.RawMessage{}, true // not an object: every output missing
 	}
-	return v1alpha1.APIEndpoint{Host: host, Port: int32(p)}, nil
+	return values, true
 }
 
-// parseProviderID reads the output provider_id: a string.
-func parseProviderID(raw []byte) (string, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", fmt.Errorf("%s must be a string", outputProviderID)
-	}
-	return s, checkField(outputProviderID, s)
-}
-
-// parseProviderIDList reads the output provider_id_list: a list of
-// strings.
-func parseProviderIDList(raw []byte) ([]string, error) {
-	var l []string
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, fmt.Errorf("%s must be a list of strings", outputProviderIDList)
-	}
-	if len(l) > maxProviderIDList {
-		return nil, fmt.Errorf("%s has %d items, more than %d", outputProviderIDList, len(l), maxProviderIDList)
-	}
-	for i, s := range l {
-		if err := checkField(fmt.Sprintf("%s[%d]", outputProviderIDList, i), s); err != nil {
-			return nil, err
+// outputsContext is what mapping w's outputs needs beyond them.
+func (c *Controller) outputsContext(w *workload) contract.OutputsContext {
+	ctx := contract.OutputsContext{Kind: w.kind.name}
+	switch o := w.robj.(type) {
+	case *v1alpha1.TerraformCluster:
+		ctx.EndpointSet = !o.Spec.ControlPlaneEndpoint.IsZero()
+	case *v1alpha1.TerraformMachine:
+		ctx.ProviderID = o.Spec.ProviderID
+		if m := w.contract.owners.Machine; m != nil {
+			ctx.MachineFailureDomain = m.Spec.FailureDomain
 		}
 	}
-	return l, nil
+	return ctx
 }
 
-func checkField(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%s is empty", what)
-	case len(s) > maxFieldLength:
-		return fmt.Errorf("%s is %d bytes, more than %d", what, len(s), maxFieldLength)
-	case strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }):
-		return errors.New(what + " contains white space or control characters")
+// setContractCondition sets a condition pkg/contract decided.
+func setContractCondition(w *workload, now time.Time, t v1alpha1.ConditionType, cond contract.Condition) {
+	setCondition(w, now, t, cond.Status, cond.Reason, "%s", cond.Message)
+}
+
+// setStatusFields sets the status fields of the outputs (K7).
+func setStatusFields(w *workload, out contract.Outputs) {
+	st := w.status
+	switch w.kind.name {
+	case v1alpha1.KindTerraformCluster:
+		st.FailureDomains = out.FailureDomains
+		st.Exports = &runtime.RawExtension{Raw: out.Exports}
+	case v1alpha1.KindTerraformMachine:
+		st.Addresses = out.Addresses
+		st.FailureDomain = out.FailureDomain
+		st.Interruptible = out.Interruptible
+	case v1alpha1.KindTerraformMachinePool:
+		st.Replicas = out.Replicas
 	}
-	return nil
 }
 
-// truncateForMessage keeps an output's value short in a condition message
-// (outputs named here are not sensitive: T4 never hands sensitive ones on).
-func truncateForMessage(s string) string {
-	const n = 64
-	if len(s) > n {
-		return s[:n] + "..."
+// requiredFieldSet reports whether the field Cluster API needs of a
+// provisioned object is set (K7): a cluster's endpoint, a machine's
+// provider ID, a pool's valid provider ID list.
+func requiredFieldSet(w *workload, out contract.Outputs) bool {
+	switch o := w.robj.(type) {
+	case *v1alpha1.TerraformCluster:
+		return !o.Spec.ControlPlaneEndpoint.IsZero()
+	case *v1alpha1.TerraformMachine:
+		return o.Spec.ProviderID != ""
+	case *v1alpha1.TerraformMachinePool:
+		return out.HasProviderIDList
 	}
-	return s
+	return false
 }
 
-// providerOutput parses the output that sets obj's Cluster API field
-// (SPEC T5). found is false when the module declares no such output (a
-// sensitive output is not in outputs, T4, so it never reaches the spec);
-// err says why the output cannot set field; set sets the field when it is
-// still unset and reports whether it did.
-func providerOutput(obj runtime.Object, outputs map[string]json.RawMessage) (field string, found bool, set func() bool, err error) {
+// setProviderFields sets obj's Cluster API spec fields from out (SPEC
+// T5, K7): a cluster's endpoint and a machine's provider ID once, while
+// unset; a pool's provider ID list whenever it differs (kept current). It
+// reports whether it changed anything.
+func setProviderFields(obj runtime.Object, out contract.Outputs) bool {
 	switch o := obj.(type) {
 	case *v1alpha1.TerraformCluster:
-		raw, ok := outputs[outputControlPlaneEndpoint]
-		ep, err := parseEndpoint(raw)
-		return "spec.controlPlaneEndpoint", ok, func() bool {
-			if !o.Spec.ControlPlaneEndpoint.IsZero() {
-				return false
-			}
-			o.Spec.ControlPlaneEndpoint = ep
-			return true
-		}, err
+		if !o.Spec.ControlPlaneEndpoint.IsZero() || out.Endpoint.IsZero() {
+			return false
+		}
+		o.Spec.ControlPlaneEndpoint = out.Endpoint
+		return true
 	case *v1alpha1.TerraformMachine:
-		raw, ok := outputs[outputProviderID]
-		id, err := parseProviderID(raw)
-		return "spec.providerID", ok, func() bool {
-			if o.Spec.ProviderID != "" {
-				return false
-			}
-			o.Spec.ProviderID = id
-			return true
-		}, err
+		if o.Spec.ProviderID != "" || out.ProviderID == "" {
+			return false
+		}
+		o.Spec.ProviderID = out.ProviderID
+		return true
 	case *v1alpha1.TerraformMachinePool:
-		raw, ok := outputs[outputProviderIDList]
-		l, err := parseProviderIDList(raw)
-		return "spec.providerIDList", ok, func() bool {
-			if len(o.Spec.ProviderIDList) > 0 || len(l) == 0 {
-				return false
-			}
-			o.Spec.ProviderIDList = l
-			return true
-		}, err
+		if !out.HasProviderIDList || slices.Equal(o.Spec.ProviderIDList, out.ProviderIDList) {
+			return false
+		}
+		o.Spec.ProviderIDList = slices.Clone(out.ProviderIDList)
+		return true
 	}
-	return "", false, nil, nil
-}
-
-// providerFields sets obj's Cluster API field from a valid output while it
-// is unset (SPEC T5) and reports whether it did.
-func providerFields(obj runtime.Object, outputs map[string]json.RawMessage) bool {
-	_, found, set, err := providerOutput(obj, outputs)
-	return found && err == nil && set()
-}
-
-// providerOutputProblem says why the output of obj's Cluster API field
-// cannot set it (SPEC T5); "" when the module declares none or it is
-// valid. The outputs step reports it once per read, in OutputsAvailable.
-func providerOutputProblem(obj runtime.Object, outputs map[string]json.RawMessage) string {
-	field, found, _, err := providerOutput(obj, outputs)
-	if !found || err == nil {
-		return ""
-	}
-	return fmt.Sprintf("%v, so it does not set %s", err, field)
+	return false
 }
 
 // coversGeneration reports whether rec, the newest finished apply, covers
@@ -191,23 +173,46 @@ func coversGeneration(w *workload, rec *v1alpha1.RunRecord) bool {
 		return true
 	}
 	return rec.Outcome == v1alpha1.RunSucceeded && rec.Generation == gen-1 &&
-		w.obj.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration] == strconv.FormatInt(gen, 10)
+		providerFieldsMark(w) == gen
 }
 
-// providerFieldsStep sets the Cluster API fields from the published
-// outputs once, while they are unset (SPEC T5): never while paused, never
-// during a deletion (the caller is the normal pass), and only when the
-// recorded newest apply succeeded and covers the generation; the same
-// update names the generation it creates in
-// AnnotationProviderFieldsGeneration, so that generation is not applied
-// again. It returns the object as stored.
-func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*workload, error) {
-	if w.status.Outputs == nil || len(w.status.Outputs.Raw) == 0 || paused(w) {
-		return w, nil
+// providerFieldsMark returns the generation the manager's own write of the
+// Cluster API fields made (AnnotationProviderFieldsGeneration), -1 when
+// there is none or it is not this object's: the mark names the object's
+// UID, and a copy (clusterctl move, a restore) has another, so a copied
+// mark cannot hide the copy's first spec change (K11). A mark without a
+// UID (written before marks named one) is taken as this object's.
+func providerFieldsMark(w *workload) int64 {
+	v, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration]
+	if !ok {
+		return -1
 	}
-	var outputs map[string]json.RawMessage
-	if err := json.Unmarshal(w.status.Outputs.Raw, &outputs); err != nil {
-		return w, nil // not an object: nothing to take from it
+	gen, uid, hasUID := strings.Cut(v, "/")
+	if hasUID && types.UID(uid) != w.obj.GetUID() {
+		return -1
+	}
+	n, err := strconv.ParseInt(gen, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// providerFieldsMarkValue is the mark of a write that makes generation gen
+// of w.
+func providerFieldsMarkValue(w *workload, gen int64) string {
+	return strconv.FormatInt(gen, 10) + "/" + string(w.obj.GetUID())
+}
+
+// providerFieldsStep writes the Cluster API spec fields from the outputs
+// (SPEC T5, K7): never while paused, never during a deletion (the caller
+// is the normal pass), and only when the recorded newest apply succeeded
+// and covers the generation; the same update names the generation it
+// creates in AnnotationProviderFieldsGeneration, so that generation is not
+// applied again. It returns the object as stored.
+func (c *Controller) providerFieldsStep(ctx context.Context, w *workload, out contract.Outputs, have bool) (*workload, error) {
+	if !have || paused(w) {
+		return w, nil
 	}
 	// Only once the succeeded apply of this generation is recorded (T7): the
 	// write then names the generation it makes. Outputs are never ahead of
@@ -220,14 +225,14 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*work
 		return w, nil
 	}
 	status, events := w.status.DeepCopy(), w.events
-	if !providerFields(w.robj, outputs) {
+	if !setProviderFields(w.robj, out) {
 		return w, nil
 	}
 	ann := maps.Clone(w.obj.GetAnnotations())
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[v1alpha1.AnnotationProviderFieldsGeneration] = strconv.FormatInt(w.obj.GetGeneration()+1, 10)
+	ann[v1alpha1.AnnotationProviderFieldsGeneration] = providerFieldsMarkValue(w, w.obj.GetGeneration()+1)
 	w.obj.SetAnnotations(ann)
 	stored, err := w.kind.update(ctx, w)
 	if err != nil {
@@ -238,5 +243,6 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload) (*work
 	// keep what this pass computed.
 	*stored.status = *status
 	stored.events = events
+	stored.contract = w.contract
 	return stored, nil
 }

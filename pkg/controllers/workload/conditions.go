@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/contract"
 )
 
 // setCondition sets a condition on w's status; the transition time moves
@@ -42,10 +43,29 @@ func isTrue(w *workload, t v1alpha1.ConditionType) bool {
 	return meta.IsStatusConditionTrue(w.status.Conditions, string(t))
 }
 
-// summarize sets Ready from the other three: True only when all are True,
-// else False with the reason and message of the first that is not.
+// summarize sets Ready. Once provisioned it follows InfrastructureHealthy
+// and deletion, not the run in progress (SPEC K8): a re-apply does not
+// flip Cluster API's InfrastructureReady. Before, it is True only when
+// DependenciesReady (K2-K5), IdentityAllowed, CredentialsMirrored and
+// ApplyJobSucceeded all are, else False with the reason and message of
+// the first that is not.
 func summarize(w *workload, now time.Time) {
-	for _, t := range []v1alpha1.ConditionType{v1alpha1.ConditionIdentityAllowed, v1alpha1.ConditionCredentialsMirrored, v1alpha1.ConditionApplyJobSucceeded} {
+	deleting := w.obj.GetDeletionTimestamp() != nil
+	if provisioned(w.status) {
+		health := contract.Condition{Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonHealthUnknown, Message: "not reported yet"}
+		if h := meta.FindStatusCondition(w.status.Conditions, string(v1alpha1.ConditionInfrastructureHealthy)); h != nil {
+			health = contract.Condition{Status: h.Status, Reason: v1alpha1.ConditionReason(h.Reason), Message: h.Message}
+		}
+		if ready, ok := contract.Ready(true, deleting, health); ok {
+			setCondition(w, now, v1alpha1.ConditionReady, ready.Status, ready.Reason, "%s", ready.Message)
+			return
+		}
+	}
+	summary := []v1alpha1.ConditionType{v1alpha1.ConditionIdentityAllowed, v1alpha1.ConditionCredentialsMirrored, v1alpha1.ConditionApplyJobSucceeded}
+	if !deleting {
+		summary = append([]v1alpha1.ConditionType{v1alpha1.ConditionDependenciesReady}, summary...)
+	}
+	for _, t := range summary {
 		c := meta.FindStatusCondition(w.status.Conditions, string(t))
 		if c == nil {
 			setCondition(w, now, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNoApplyYet, "%s has not been reported yet", t)

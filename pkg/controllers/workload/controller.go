@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/conflicts"
 	"github.com/captf/captf/pkg/controllers/freshness"
 	"github.com/captf/captf/pkg/controllers/index"
@@ -51,6 +52,12 @@ type Informers struct {
 	Mirrors coreinformers.SecretInformer
 	// Jobs must be restricted to captf.io/managed=true.
 	Jobs batchinformers.JobInformer
+	// CAPI are Cluster API's informers (SPEC K2-K6); nil, or nil
+	// informers within, where the API server does not serve them.
+	CAPI *capi.Informers
+	// CAPIServed says whether Cluster API is served at all: the
+	// WaitingForOwner message says so when it is not.
+	CAPIServed bool
 }
 
 // Controller reconciles the three workload kinds.
@@ -58,6 +65,8 @@ type Controller struct {
 	// kube writes mirrors and Jobs; captf writes workload objects.
 	kube  kubernetes.Interface
 	captf versioned.Interface
+	// uncached reads state Secrets and Jobs with a size budget (B11).
+	uncached Uncached
 	// kinds by kind name, each with its queue in queues.
 	kinds  map[string]*kind
 	queues map[string]loop.Queue
@@ -77,6 +86,10 @@ type Controller struct {
 	conflicts *conflicts.Tracker
 	// echoes suppresses the events of the manager's own mirror and Job writes.
 	echoes *echoes
+	// capi reads Cluster API's caches (never nil); capiServed says
+	// whether the API server serves Cluster API.
+	capi       *capi.Informers
+	capiServed bool
 	// written holds the status last written per object.
 	written  *loop.Written[v1alpha1.WorkloadStatus]
 	recorder record.EventRecorder
@@ -86,21 +99,31 @@ type Controller struct {
 
 // NewController builds the controller and registers its event handlers and
 // indexes; call before the informer factories start.
-func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+func NewController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, uncached Uncached, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, opts Options) (*Controller, error) {
-	return newController(ctx, kube, captf, inf, reader, tracker, recorder, clock.RealClock{}, opts)
+	return newController(ctx, kube, captf, uncached, inf, reader, tracker, recorder, clock.RealClock{}, opts)
 }
 
-func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, inf Informers,
+func newController(ctx context.Context, kube kubernetes.Interface, captf versioned.Interface, uncached Uncached, inf Informers,
 	reader *source.Reader, tracker *conflicts.Tracker, recorder record.EventRecorder, clk clock.WithTickerAndDelayedExecution, opts Options) (*Controller, error) {
 	metrics.Register()
 	resolver, err := index.NewControllerIndexes(inf.Clusters, inf.Machines, inf.Pools, inf.Mirrors.Informer(), inf.Jobs.Informer())
 	if err != nil {
 		return nil, err
 	}
+	for _, i := range []cache.SharedIndexInformer{inf.Machines.Informer(), inf.Pools.Informer()} {
+		if err := i.AddIndexers(cache.Indexers{indexMembers: memberKeys}); err != nil {
+			return nil, err
+		}
+	}
+	capiInf := inf.CAPI
+	if capiInf == nil {
+		capiInf = &capi.Informers{}
+	}
 	c := &Controller{
-		kube:  kube,
-		captf: captf,
+		kube:     kube,
+		captf:    captf,
+		uncached: uncached,
 		kinds: map[string]*kind{
 			v1alpha1.KindTerraformCluster:     clusterKind(inf.Clusters, captf),
 			v1alpha1.KindTerraformMachine:     machineKind(inf.Machines, captf),
@@ -122,13 +145,15 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 			inf.Identities.Informer().HasSynced, inf.Namespaces.Informer().HasSynced,
 			inf.Mirrors.Informer().HasSynced, inf.Jobs.Informer().HasSynced,
 		},
-		source:    reader,
-		conflicts: tracker,
-		echoes:    newEchoes(clk),
-		written:   loop.NewWritten[v1alpha1.WorkloadStatus](),
-		recorder:  recorder,
-		clock:     clk,
-		opts:      opts,
+		source:     reader,
+		conflicts:  tracker,
+		echoes:     newEchoes(clk),
+		written:    loop.NewWritten[v1alpha1.WorkloadStatus](),
+		capi:       capiInf,
+		capiServed: inf.CAPIServed,
+		recorder:   recorder,
+		clock:      clk,
+		opts:       opts,
 	}
 	if err := c.addHandlers(ctx, inf); err != nil {
 		return nil, err
@@ -372,6 +397,9 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 			}
 		},
 	}); err != nil {
+		return err
+	}
+	if err := c.addContractHandlers(inf); err != nil {
 		return err
 	}
 	return c.addOwnedHandlers(inf)

@@ -9,11 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/pkg/controllers/index"
 	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/pkg/metrics"
 )
@@ -40,13 +37,12 @@ type credentialResult struct {
 // mirror current (M2-M8). It sets IdentityAllowed and CredentialsMirrored,
 // and returns an error only when a retry can help.
 func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentialResult, error) {
-	// One list of the namespace's clusters serves both the resolution and
-	// the mirror's users.
-	clusters, err := c.resolver.Clusters.TerraformClusters(w.obj.GetNamespace()).List(labels.Everything())
+	// An index lookup of the member's cluster, never a list of the
+	// namespace's clusters (B13).
+	id, err := c.resolver.IdentityOf(w.obj)
 	if err != nil {
 		return credentialResult{}, err
 	}
-	id := index.IdentityIn(w.obj, clusters)
 	w.status.Identity = id
 	res := credentialResult{identity: id}
 	if err := c.releaseOtherMirrors(ctx, w, id); err != nil {
@@ -82,7 +78,7 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	setCondition(w, c.clock.Now(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed,
 		"TerraformClusterIdentity %s allows namespace %s", id, w.obj.GetNamespace())
 	res.mirror = credentials.MirrorName(id)
-	if res.hash, err = c.ensureMirror(ctx, w, id, src.Data, clusters); err != nil {
+	if res.hash, err = c.ensureMirror(ctx, w, id, src.Data); err != nil {
 		return res, err
 	}
 	res.ready = isTrue(w, v1alpha1.ConditionCredentialsMirrored)
@@ -150,27 +146,24 @@ func ownerRef(kind string, o metav1.Object) metav1.OwnerReference {
 // the mirror), sorted by kind and name. Writing every user's reference in
 // one update makes a fan-out cost one mirror write per namespace, not one
 // per object, and spares concurrent writers most conflicts (SPEC 13). refs
-// are their owner references, in the same order.
-func (c *Controller) usersIn(identity string, self *workload, clusters []*v1alpha1.TerraformCluster) ([]owner, []metav1.OwnerReference, error) {
-	ns := self.obj.GetNamespace()
-	seen := map[types.UID]bool{self.obj.GetUID(): true}
+// are their owner references, in the same order. The users come from the
+// indexes, at the cost of this namespace's users of identity (B13).
+func (c *Controller) usersIn(identity string, self *workload) ([]owner, []metav1.OwnerReference, error) {
+	users, err := c.resolver.UsersIn(self.obj.GetNamespace(), identity)
+	if err != nil {
+		return nil, nil, err
+	}
 	out := []owner{{obj: self.robj, ref: ownerRef(self.kind.name, self.obj)}}
-	for name, k := range c.kinds {
-		objs, err := k.informer.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-		if err != nil {
-			return nil, nil, err
+	for _, u := range users {
+		m := u.Object
+		if m.GetUID() == self.obj.GetUID() || m.GetDeletionTimestamp() != nil {
+			continue
 		}
-		for _, o := range objs {
-			m := o.(metav1.Object)
-			if seen[m.GetUID()] || m.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if index.IdentityIn(m, clusters) != identity {
-				continue
-			}
-			seen[m.GetUID()] = true
-			out = append(out, owner{obj: o.(runtime.Object), ref: ownerRef(name, m)})
+		robj, ok := m.(runtime.Object)
+		if !ok {
+			continue
 		}
+		out = append(out, owner{obj: robj, ref: ownerRef(u.Kind, m)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].ref.Kind != out[j].ref.Kind {

@@ -51,11 +51,26 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 		w.warn(v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is, "+
 			"and its Terraform state stays in Secret %s/%s (lock Lease %s)",
 			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy, w.obj.GetNamespace(), jobs.StateSecretName(suffix), jobs.StateLeaseName(suffix))
-		return true, nil
+		// The state stays: not collected with the object.
+		return true, c.disownState(ctx, w)
+	}
+	if deletionForMove(w) {
+		// K11: clusterctl move deletes the source copy of what it moved; the
+		// infrastructure now belongs to the target's copy. The state is
+		// kept (clusterctl deletes the copy it moved itself).
+		w.normal(v1alpha1.EventMovedAway, "Deleted by clusterctl move (annotation %s, paused): no destroy Job; the infrastructure and its state belong to the moved copy",
+			v1alpha1.AnnotationDeleteForMove)
+		return true, c.disownState(ctx, w)
 	}
 	cached, err := c.jobsOf(w)
 	if err != nil {
 		return false, err
+	}
+	if suspendedRun(cached.running) {
+		// K5: a start interrupted between the Job and its run Secret.
+		if err := c.resumeRun(ctx, w, cached.running); err != nil {
+			return false, err
+		}
 	}
 	set := cached
 	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil && w.status.LastDestroy == nil {
@@ -124,6 +139,11 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 			plan.trigger = metrics.TriggerBackoff
 		}
 	}
+	// K4: a cluster's destroy waits for the machines and pools of the
+	// cluster; their deletion enqueues it again.
+	if blocked, err := c.deletionBlocked(w); err != nil || blocked {
+		return false, err
+	}
 	if !set.fresh {
 		// About to start a Job: confirm from the API server, not the cache
 		// (J1: one Job at a time).
@@ -156,8 +176,8 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 	case paused(w):
 		// T5, T2: a paused object gets no destroy Job either.
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
-			"the destroy Job waits: the object carries annotation %s; remove it, or set annotation %s=%s to release the object without a destroy",
-			v1alpha1.AnnotationPaused, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
+			"the destroy Job waits: %s, or set annotation %s=%s to release the object without a destroy",
+			pauseNote(w), v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil
 	case w.source.Image == "":
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonDestroyFailed,

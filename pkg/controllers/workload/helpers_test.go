@@ -3,6 +3,7 @@ package workload
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +15,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/source"
@@ -65,12 +71,27 @@ func newNamespace(name string, lbls map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}}
 }
 
+// standalone is the annotation every test object carries unless a test of
+// the Cluster API contract removes it (withCAPI): it opts out of K2-K5.
+func standalone() map[string]string {
+	return map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}
+}
+
+// withCAPI removes the standalone annotation: the object needs Cluster API
+// owners (K2).
+func withCAPI(o metav1.Object) {
+	a := o.GetAnnotations()
+	delete(a, v1alpha1.AnnotationStandalone)
+	o.SetAnnotations(a)
+}
+
 func idRef(name string) *v1alpha1.IdentityReference { return &v1alpha1.IdentityReference{Name: name} }
 
 // newCluster's mods are func(*v1alpha1.TerraformCluster) or func(metav1.Object).
 func newCluster(name string, mods ...any) *v1alpha1.TerraformCluster {
 	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-cluster-" + name), Generation: 1, ResourceVersion: "10"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-cluster-" + name), Generation: 1, ResourceVersion: "10",
+			Annotations: standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: idRef(identityName),
 			Source:      v1alpha1.SourceSpec{Image: moduleImage},
@@ -83,8 +104,9 @@ func newCluster(name string, mods ...any) *v1alpha1.TerraformCluster {
 // newMachine's mods are func(*v1alpha1.TerraformMachine) or func(metav1.Object).
 func newMachine(name string, mods ...any) *v1alpha1.TerraformMachine {
 	m := &v1alpha1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-machine-" + name), Generation: 1, ResourceVersion: "10"},
-		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: moduleImage}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-machine-" + name), Generation: 1, ResourceVersion: "10",
+			Annotations: standalone()},
+		Spec: v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: moduleImage}},
 	}
 	applyMods(m, mods)
 	return m
@@ -93,8 +115,9 @@ func newMachine(name string, mods ...any) *v1alpha1.TerraformMachine {
 // newPool's mods are func(*v1alpha1.TerraformMachinePool) or func(metav1.Object).
 func newPool(name string, mods ...any) *v1alpha1.TerraformMachinePool {
 	p := &v1alpha1.TerraformMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-pool-" + name), Generation: 1, ResourceVersion: "10"},
-		Spec:       v1alpha1.TerraformMachinePoolSpec{Source: v1alpha1.SourceSpec{Image: moduleImage}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("uid-pool-" + name), Generation: 1, ResourceVersion: "10",
+			Annotations: standalone()},
+		Spec: v1alpha1.TerraformMachinePoolSpec{Source: v1alpha1.SourceSpec{Image: moduleImage}},
 	}
 	applyMods(p, mods)
 	return p
@@ -209,14 +232,31 @@ func (a action) String() string {
 
 type fixture struct {
 	*controllertest.Env
-	t   *testing.T
-	inf Informers
-	c   *Controller
+	t    *testing.T
+	inf  Informers
+	c    *Controller
+	meta *metadataFake
 
 	mu      sync.Mutex
 	actions []action
 	// version is the last resourceVersion a Secret write was given.
 	version int
+	// showRuns records the run plumbing of K5/K6 too (the inputs and run
+	// Secrets, the resumption of a suspended Job); tests of other rules
+	// leave it out of f.actions, the tests in inputs_test.go show it.
+	showRuns bool
+}
+
+// runPlumbing reports whether a is a write or read of the run plumbing
+// (K5, K6): an inputs or run Secret, or a Job's resumption.
+func runPlumbing(a action) bool {
+	switch {
+	case a.resource == "secrets" && (strings.HasPrefix(a.name, jobs.InputsSecretPrefix) || strings.HasPrefix(a.name, jobs.RunSecretPrefix)):
+		return true
+	case a.resource == "jobs" && a.verb == "patch":
+		return true
+	}
+	return false
 }
 
 // withConsent turns on --require-source-consent (SPEC C1).
@@ -242,9 +282,13 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 		Namespaces: env.Kinf.Core().V1().Namespaces(),
 		Mirrors:    env.Mirrors.Core().V1().Secrets(),
 		Jobs:       env.Managed.Batch().V1().Jobs(),
+		CAPI:       newCAPIInformers(t),
+		CAPIServed: true,
 	}
 	// The informers are never started: tests seed their indexers.
-	c, err := newController(f.Ctx, f.Kube, f.Captf, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
+	f.meta = metadataOf(f.Kube)
+	uncached := Uncached{Kube: f.Kube, Metadata: f.meta}
+	c, err := newController(f.Ctx, f.Kube, f.Captf, uncached, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
 	require.NoError(t, err)
 	f.c = c
 	for _, q := range c.queues {
@@ -279,8 +323,13 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 			rec.name = m.GetName()
 		}
 	}
+	if pa, ok := a.(k8stesting.PatchAction); ok {
+		rec.name = pa.GetName()
+	}
 	f.mu.Lock()
-	f.actions = append(f.actions, rec)
+	if f.showRuns || !runPlumbing(rec) {
+		f.actions = append(f.actions, rec)
+	}
 	f.mu.Unlock()
 	return false, nil, nil
 }
@@ -291,6 +340,36 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 func (f *fixture) seed(objs ...runtime.Object) {
 	f.t.Helper()
 	f.Seed(f.t, objs...)
+}
+
+// newCAPIInformers builds Cluster API informers over a fake dynamic
+// client; like the others they are never started: seedCAPI fills them.
+func newCAPIInformers(t *testing.T) *capi.Informers {
+	t.Helper()
+	lists := map[schema.GroupVersionResource]string{
+		capiv1.ClustersResource: "ClusterList", capiv1.MachinesResource: "MachineList", capiv1.MachinePoolsResource: "MachinePoolList",
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), lists)
+	inf, err := capi.NewInformers(client, metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), capi.Served{Clusters: true, Machines: true, MachinePools: true}, 0)
+	require.NoError(t, err)
+	return inf
+}
+
+// seedCAPI adds Cluster API objects to their informers' caches.
+func (f *fixture) seedCAPI(objs ...runtime.Object) {
+	f.t.Helper()
+	for _, o := range objs {
+		var inf cache.SharedIndexInformer
+		switch o.(type) {
+		case *capiv1.Cluster:
+			inf = f.inf.CAPI.Clusters
+		case *capiv1.Machine:
+			inf = f.inf.CAPI.Machines
+		case *capiv1.MachinePool:
+			inf = f.inf.CAPI.MachinePools
+		}
+		require.NoError(f.t, inf.GetIndexer().Add(o))
+	}
 }
 
 // seedHidden adds a Secret to the API server only: a foreign Secret the

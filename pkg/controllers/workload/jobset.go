@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/index"
@@ -48,25 +50,81 @@ func newJobSet(all []*batchv1.Job) jobSet {
 	return s
 }
 
+// maxFreshJobs bounds the Jobs one object's fresh read keeps: far more
+// than pruning leaves (T7), so only Jobs forged past the admission policy
+// (B3) can reach it.
+const maxFreshJobs = 256
+
 // freshJobs lists the object's Jobs from the API server, not the cache. The
 // Job cache can lag a Job this manager just created, so every decision that
 // would start a Job or drop the finalizer is confirmed from a fresh list
 // first (at most one Job runs per object, J1; no finalizer goes before a
-// destroy, J8). These decisions are rare, so the list is cheap overall.
+// destroy, J8). These decisions are rare.
+//
+// The read is bounded (SPEC B11): a paged LIST of the metadata of the
+// namespace's Jobs labelled captf.io/managed=true keeps the name and
+// resourceVersion of those the object controls, whatever else carries the
+// label and however large its pod template; then each is the cached copy
+// when the cache holds that very version, else a GET, trimmed as the cache
+// trims it (B1). No pod template outlives one GET.
 func (c *Controller) freshJobs(ctx context.Context, w *workload) (jobSet, error) {
-	list, err := c.kube.BatchV1().Jobs(w.obj.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
+	ns, uid := w.obj.GetNamespace(), w.obj.GetUID()
+	type ref struct{ name, resourceVersion string }
+	var refs []ref
+	err := c.uncached.listMetadata(ctx, jobsResource, ns, v1alpha1.LabelManaged+"="+v1alpha1.LabelTrue, func(m *metav1.PartialObjectMetadata) error {
+		if owner := metav1.GetControllerOfNoCopy(m); owner == nil || owner.UID != uid {
+			return nil
+		}
+		if len(refs) == maxFreshJobs {
+			return fmt.Errorf("more than %d Jobs labelled %s=%s are controlled by this object", maxFreshJobs, v1alpha1.LabelManaged, v1alpha1.LabelTrue)
+		}
+		refs = append(refs, ref{name: m.Name, resourceVersion: m.ResourceVersion})
+		return nil
+	})
 	if err != nil {
 		return jobSet{}, fmt.Errorf("listing Jobs: %w", err)
 	}
-	var mine []*batchv1.Job
-	for i := range list.Items {
-		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == w.obj.GetUID() {
-			mine = append(mine, &list.Items[i])
+	mine := make([]*batchv1.Job, 0, len(refs))
+	for _, r := range refs {
+		j, err := c.freshJob(ctx, ns, r.name, r.resourceVersion, uid)
+		if err != nil {
+			return jobSet{}, err
+		}
+		if j != nil {
+			mine = append(mine, j)
 		}
 	}
 	s := newJobSet(mine)
 	s.fresh = true
 	return s, nil
+}
+
+// freshJob returns Job ns/name at resourceVersion rv or later: the cached
+// copy when it is that version, else the API server's, trimmed as the
+// cache trims it; nil when it is gone or no longer controlled by uid.
+func (c *Controller) freshJob(ctx context.Context, ns, name, rv string, uid types.UID) (*batchv1.Job, error) {
+	if obj, ok, err := c.jobIndexer.GetByKey(ns + "/" + name); err == nil && ok {
+		if j, ok := obj.(*batchv1.Job); ok && rv != "" && j.ResourceVersion == rv && j.UID != "" {
+			if owner := metav1.GetControllerOfNoCopy(j); owner != nil && owner.UID == uid {
+				return j, nil
+			}
+		}
+	}
+	j, err := c.uncached.Kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Job %s/%s: %w", ns, name, err)
+	}
+	if owner := metav1.GetControllerOfNoCopy(j); owner == nil || owner.UID != uid {
+		return nil, nil
+	}
+	trimmed, err := jobs.TrimForCache(j)
+	if err != nil {
+		return nil, err
+	}
+	return trimmed.(*batchv1.Job), nil
 }
 
 // newer orders Jobs by creation, then by generation, then by name.

@@ -31,6 +31,8 @@ type workload struct {
 	// since is when the object's key was last added to its queue: the
 	// source read it uses must have begun later (P1).
 	since freshness.Stamp
+	// contract is the pass's view of the Cluster API contract (K2-K6).
+	contract contractState
 }
 
 func (w *workload) key() cache.ObjectName {

@@ -31,11 +31,11 @@ import (
 // read, so concurrent writers never lose each other's references. It sets
 // CredentialsMirrored: True only when the mirror is current, MirrorFailed
 // on every failed write (B8). It returns the source hash.
-func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity string, data map[string][]byte, clusters []*v1alpha1.TerraformCluster) (string, error) {
+func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity string, data map[string][]byte) (string, error) {
 	ns := w.obj.GetNamespace()
 	desired := credentials.DesiredMirror(identity, ns, data)
 	hash, name := desired.Annotations[v1alpha1.AnnotationSourceHash], desired.Name
-	users, refs, err := c.usersIn(identity, w, clusters)
+	users, refs, err := c.usersIn(identity, w)
 	if err != nil {
 		return hash, err
 	}

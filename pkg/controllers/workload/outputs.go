@@ -3,23 +3,19 @@ package workload
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
 )
-
-// statePageSize is how many Secrets one page of the LIST of a split
-// state's parts holds: each is at most 1 MiB, so a page bounds the memory
-// a read holds beyond the parts it keeps.
-const statePageSize = 4
 
 // outputsStep publishes the outputs of the state after a successful apply
 // (SPEC T4) and marks the object provisioned (T5). It follows the record,
@@ -30,27 +26,34 @@ const statePageSize = 4
 // is not read ahead of its record, a recorded Job that is gone from the
 // cache is still read, and each recorded successful apply is read once: a
 // steady pass makes no request and a state that failed to read is not read
-// in a loop. The read is uncached (a GET; a labelled LIST only for a state
-// that Terraform split). A failure keeps the last good outputs. An API
-// error is returned (retried with backoff) and records nothing.
+// in a loop. The read is uncached (GETs by name, one per chunk of a state
+// that Terraform split) and bounded while it decodes (B10, B11): a state
+// that fails a limit is OutputsReadFailed (OutputsTooLarge when T4's cap
+// stops the decoder) once, like any other unreadable state. A failure
+// keeps the last good outputs. An API error is returned (retried with
+// backoff) and records nothing.
 func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	rec := w.status.LastApply
 	if rec == nil || rec.Outcome != v1alpha1.RunSucceeded {
-		// Nothing new to read; provisioned, once true, stays (T5).
+		// Nothing new to read (provisioned is contractOutputsStep's, K7).
 		return nil
 	}
-	if w.status.Initialization == nil {
-		w.status.Initialization = &v1alpha1.WorkloadInitialization{}
-	}
-	w.status.Initialization.Provisioned = ptr.To(true)
 	if src := w.status.OutputsSource; src != nil && src.JobName == rec.JobName {
+		return nil
+	}
+	if last, ok := c.written.Last(w.obj.GetUID()); ok && last.OutputsSource != nil && last.OutputsSource.JobName == rec.JobName {
+		// This process read the state after this Job and wrote the result;
+		// the cache has not caught up with that write yet. Keep the result
+		// rather than read again: once per apply (T4, B10), however soon
+		// the next pass comes.
+		keepRead(w, &last)
 		return nil
 	}
 	job := rec.JobName
 	ns := w.obj.GetNamespace()
 	suffix := jobs.StateSuffix(w.kind.name, w.obj.GetName())
 	secret := ns + "/" + tfstate.SecretName(suffix)
-	out, err := c.readState(ctx, ns, suffix)
+	out, read, err := c.readState(ctx, ns, suffix)
 	var encoded []byte
 	if err == nil {
 		encoded, err = out.Encode()
@@ -67,15 +70,12 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	case 0:
 		w.status.Outputs = &runtime.RawExtension{Raw: encoded}
 		w.status.SensitiveOutputs = out.Sensitive
-		problem := ""
-		if p := providerOutputProblem(w.robj, out.Values); p != "" {
-			problem = "; " + p // T5: reported once per read
-		}
+		// What the contract outputs say is OutputsValid's (K7, capi.go).
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
-			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)%s",
-			len(out.Values)+len(out.Sensitive), secret, job, len(out.Sensitive), problem)
+			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)",
+			len(out.Values)+len(out.Sensitive), secret, job, len(out.Sensitive))
 		logger.Info("Read Terraform outputs", "outputs", len(out.Values), "sensitiveOutputs", len(out.Sensitive))
-		return nil
+		return c.markState(ctx, w, rec, read)
 	case tfstate.KindNotFound:
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonStateNotFound,
 			"no state after apply Job %s: %v (does the module keep its state in the kubernetes backend captf configures?); %s", job, err, again)
@@ -87,7 +87,19 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 			"state Secret %s after apply Job %s: %v; the last good outputs stay; %s", secret, job, err, again)
 	}
 	logger.Info("Could not publish Terraform outputs", "problem", kind.String(), "err", err)
-	return nil
+	// K11: an unreadable state still moves with its object.
+	return c.markState(ctx, w, rec, read)
+}
+
+// keepRead copies into w the result of the read last written: outputs,
+// sensitive names, outputsSource and the OutputsAvailable condition.
+func keepRead(w *workload, last *v1alpha1.WorkloadStatus) {
+	w.status.Outputs = last.Outputs.DeepCopy()
+	w.status.SensitiveOutputs = slices.Clone(last.SensitiveOutputs)
+	w.status.OutputsSource = last.OutputsSource.DeepCopy()
+	if c := meta.FindStatusCondition(last.Conditions, string(v1alpha1.ConditionOutputsAvailable)); c != nil {
+		meta.SetStatusCondition(&w.status.Conditions, *c)
+	}
 }
 
 // outputsSource is the status.outputsSource of a read that followed the
@@ -111,55 +123,25 @@ func (c *Controller) outputsSource(w *workload, job string) *v1alpha1.OutputsSou
 }
 
 // readState reads the outputs of the state of suffix in namespace ns,
-// uncached: a GET of the state Secret, and a labelled LIST of its parts
-// when its first chunk is full (a state HashiCorp Terraform split). An
-// error that is not a *tfstate.Error is the API server's.
-func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, error) {
-	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, tfstate.SecretName(suffix), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = tfstate.Assemble(suffix, nil) // KindNotFound, naming the Secret
-		return nil, err
-	}
-	if err != nil {
-		return nil, err
-	}
-	secrets := []corev1.Secret{*s}
-	if tfstate.MaybeSplit(s) {
-		if secrets, err = c.listStateParts(ctx, ns, suffix); err != nil {
-			return nil, err
+// uncached: a GET of the state Secret and, while its chunks are full (a
+// state HashiCorp Terraform split), a GET of the next part by its name
+// (SPEC B11: no LIST; only the backend's names are read). The Secrets are
+// fetched as the decoder reads them, one held at a time, each response
+// within MaxResponseBytes. An error that is not a *tfstate.Error is the
+// API server's.
+func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, []metav1.PartialObjectMetadata, error) {
+	secrets := c.uncached.Kube.CoreV1().Secrets(ns)
+	var read []metav1.PartialObjectMetadata
+	out, err := tfstate.Read(tfstate.Chunks(suffix, func(name string) (*corev1.Secret, error) {
+		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
 		}
-	}
-	compressed, err := tfstate.Assemble(suffix, secrets)
-	if err != nil {
-		return nil, err
-	}
-	return tfstate.Decode(compressed)
-}
-
-// listStateParts lists the Secrets carrying the state labels of suffix,
-// page by page, and keeps only those named as parts of its state, so the
-// memory it holds is bounded by the state's limit plus one page whatever
-// else carries those labels.
-func (c *Controller) listStateParts(ctx context.Context, ns, suffix string) ([]corev1.Secret, error) {
-	wanted := map[string]bool{}
-	for i := 0; i <= tfstate.MaxParts; i++ {
-		wanted[tfstate.PartName(suffix, i)] = true
-	}
-	var parts []corev1.Secret
-	opts := metav1.ListOptions{LabelSelector: tfstate.Selector(suffix).String(), Limit: statePageSize}
-	for {
-		list, err := c.kube.CoreV1().Secrets(ns).List(ctx, opts)
-		if err != nil {
-			return nil, err
+		if s != nil {
+			// What marking the state needs of it (K11), so no second read.
+			read = append(read, stateMeta(&s.ObjectMeta))
 		}
-		for i := range list.Items {
-			if wanted[list.Items[i].Name] {
-				parts = append(parts, list.Items[i])
-			}
-		}
-		if list.Continue == "" {
-			return parts, nil
-		}
-		opts.Continue = list.Continue
-	}
+		return s, err
+	}))
+	return out, read, err
 }

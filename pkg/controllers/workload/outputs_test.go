@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -66,11 +67,25 @@ func (f *fixture) countStateCalls() *stateCalls {
 	sc := &stateCalls{}
 	f.Kube.PrependReactor("*", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		name := ""
-		if g, ok := a.(k8stesting.GetAction); ok {
-			name = g.GetName()
+		switch x := a.(type) {
+		case k8stesting.GetAction:
+			name = x.GetName()
+		case k8stesting.DeleteAction:
+			name = x.GetName()
+		case k8stesting.CreateAction:
+			if m, err := meta.Accessor(x.GetObject()); err == nil {
+				name = m.GetName()
+			}
 		}
-		if name == sourceName || name == mirrorName || a.GetNamespace() == "" {
-			// Not the state: the source, the mirror, the fixture's catchUp.
+		if name == sourceName || name == mirrorName || a.GetNamespace() == "" ||
+			strings.HasPrefix(name, jobs.RunSecretPrefix) || strings.HasPrefix(name, jobs.InputsSecretPrefix) {
+			// Not the state: the source, the mirror, the fixture's
+			// catchUp, a run's inputs (K5, K6; inputs_test.go).
+			return false, nil, nil
+		}
+		if a.GetVerb() == "patch" {
+			// Marking the state after its read (K11; move_test.go), not
+			// a read.
 			return false, nil, nil
 		}
 		desc := a.GetVerb() + " " + a.GetNamespace() + "/" + name
@@ -245,6 +260,20 @@ func TestOutputsFailuresKeepLastGoodOutputs(t *testing.T) {
 		}, v1alpha1.ReasonOutputsReadFailed},
 		{"decompression bomb", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
 			s.Data["tfstate"] = bomb(t)
+			return s
+		}, v1alpha1.ReasonOutputsReadFailed},
+		// B10: bombs whose JSON the old decoder held in memory and decoded
+		// into Go values (hundreds of MiB) before any limit applied.
+		{"B10 an output of [0,0,0,...] 16 MiB", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = gzipRepeat(t, `{"version":4,"outputs":{"x":{"value":[`, "0,", `0]}}}`, 8<<20-32)
+			return s
+		}, v1alpha1.ReasonOutputsReadFailed},
+		{"B10 an output of [0,0,0,...] 1 MiB", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = gzipRepeat(t, `{"version":4,"outputs":{"x":{"value":[`, "0,", `0]}}}`, 1<<19)
+			return s
+		}, v1alpha1.ReasonOutputsTooLarge},
+		{"B10 nested 16 MiB deep", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
+			s.Data["tfstate"] = gzipRepeat(t, `{"version":4,"outputs":{"x":{"value":`, "[", "", 16<<20-64)
 			return s
 		}, v1alpha1.ReasonOutputsReadFailed},
 		{"outputs over 32 KiB", func(t *testing.T, s *corev1.Secret) *corev1.Secret {
@@ -539,9 +568,9 @@ func TestOutputsNotReadDuringDeletion(t *testing.T) {
 }
 
 // T4, split state: a first chunk of exactly tfstate.ChunkSize bytes makes
-// the manager LIST the parts by the backend's labels (not by name), and
-// reassemble them in order; a Secret with the labels but another name is
-// ignored.
+// the manager GET the next part by its name, and so on while the chunks are
+// full (B11: no LIST); a Secret with the labels but another name is never
+// read.
 func TestOutputsSplitState(t *testing.T) {
 	const kind = v1alpha1.KindTerraformMachine
 	f := newFixture(t)
@@ -570,7 +599,8 @@ func TestOutputsSplitState(t *testing.T) {
 
 	require.Equal(t, []string{
 		"get " + testNS + "/" + tfstate.SecretName(suffix),
-		"list " + testNS + "/ tfstate=true,tfstateSecretSuffix=" + suffix + ",tfstateWorkspace=default",
+		"get " + testNS + "/" + tfstate.PartName(suffix, 1),
+		"get " + testNS + "/" + tfstate.PartName(suffix, 2),
 	}, calls.take())
 	st := f.lastStatus()
 	requireCondition(t, st, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead)
@@ -579,6 +609,23 @@ func TestOutputsSplitState(t *testing.T) {
 	b, err := json.Marshal(st)
 	require.NoError(t, err)
 	require.NotContains(t, string(b), sensitiveOutput)
+}
+
+// gzipRepeat is a gzip of head, n copies of unit, and tail: a bomb of a
+// few KiB.
+func gzipRepeat(t *testing.T, head, unit, tail string, n int) []byte {
+	var b bytes.Buffer
+	w, err := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	require.NoError(t, err)
+	_, _ = w.Write([]byte(head))
+	chunk := []byte(strings.Repeat(unit, (64<<10)/len(unit)))
+	per := len(chunk) / len(unit)
+	for i := 0; i < n; i += per {
+		_, _ = w.Write(chunk[:min(per, n-i)*len(unit)])
+	}
+	_, _ = w.Write([]byte(tail))
+	require.NoError(t, w.Close())
+	return b.Bytes()
 }
 
 func batchJobs() schema.GroupVersionResource {

@@ -10,7 +10,10 @@ import (
 )
 
 func pausedCluster(c *v1alpha1.TerraformCluster) {
-	c.Annotations = map[string]string{v1alpha1.AnnotationPaused: ""}
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[v1alpha1.AnnotationPaused] = ""
 }
 
 // T5: cluster.x-k8s.io/paused stops the apply Job (credentials stay

@@ -98,6 +98,7 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 		Outcome:    outcome,
 		FinishTime: metav1.NewTime(finish.UTC().Truncate(time.Second)),
 		Attempt:    int32(jobs.AttemptOf(j)),
+		InputsHash: jobs.InputsHashOf(j),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/contract"
 )
 
 // waitRequeue is how soon a deletion that waits for its identity (V2) is
@@ -48,6 +49,7 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 		return nil
 	}
 	before := w.status.DeepCopy()
+	c.resolveContract(w)
 	c.reportPaused(w)
 	var release bool
 	var passErr error
@@ -58,6 +60,7 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	}
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
+	c.deleteRunSecrets(ctx, w, before)
 	w, statusErr := c.writeStatus(ctx, w, before)
 	if err := errors.Join(passErr, statusErr); err != nil || !release {
 		return err
@@ -66,22 +69,29 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 }
 
 // syncNormal is the pass of a non-deleting object: the credential step on
-// every pass (M6), then the apply Job (J1), then the outputs of a new
-// successful apply (T4, outputs.go), then the Cluster API fields from them
-// (T5, capi.go). It returns the object as stored when it had to update it
-// (the finalizer, the Cluster API fields).
+// every pass (M6), the Cluster API dependencies and inputs (K2-K6,
+// contract.go), then the apply Job (J1), then the outputs of a new
+// successful apply (T4, outputs.go), then the Cluster API fields and
+// status from them (T5, K7, capi.go). It returns the object as stored
+// when it had to update it (the finalizer, the Cluster API fields).
 func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, error) {
 	creds, err := c.credentialStep(ctx, w)
 	if err != nil {
 		return w, err
 	}
+	if err := c.dependencyStep(ctx, w); err != nil {
+		return w, err
+	}
 	if w, err = c.applyStep(ctx, w, creds); err != nil {
 		return w, err
 	}
+	// T5: a standalone object is provisioned by its recorded success,
+	// whatever its outputs read gives.
+	latchProvisioned(w, contract.Outputs{})
 	if err := c.outputsStep(ctx, w); err != nil {
 		return w, err
 	}
-	return c.providerFieldsStep(ctx, w)
+	return c.contractOutputsStep(ctx, w)
 }
 
 // release ends a deletion (V3): the object's owner references leave its
@@ -144,5 +154,6 @@ func (c *Controller) setFinalizer(ctx context.Context, w *workload, present bool
 	// keep what this pass computed.
 	*stored.status = *status
 	stored.events = w.events
+	stored.contract = w.contract
 	return stored, nil
 }

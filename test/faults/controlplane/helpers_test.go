@@ -216,7 +216,7 @@ const image = "example.com/module:1"
 
 // createCluster creates a TerraformCluster using identity.
 func createCluster(ctx context.Context, e *framework.Env, ns, name, identity string) (object, error) {
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}, Source: v1alpha1.SourceSpec{Image: image}}}
 	c, err := e.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
 	if err != nil {
@@ -251,7 +251,7 @@ func createClusters(t *testing.T, e *framework.Env, nss []string, identity strin
 
 // createMachine creates a TerraformMachine with its own identityRef (I2).
 func createMachine(ctx context.Context, e *framework.Env, ns, name, identity string) (object, error) {
-	m := &v1alpha1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	m := &v1alpha1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformMachineSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}, Source: v1alpha1.SourceSpec{Image: image}}}
 	m, err := e.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(ctx, m, metav1.CreateOptions{})
 	if err != nil {

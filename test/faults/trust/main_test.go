@@ -1,5 +1,5 @@
 // Package trust attacks the manager from the tenant's side of the trust
-// boundary (SPEC section 17, issue 13) on the real control plane (etcd,
+// boundary (SPEC section 17, issues 13 and 20) on the real control plane (etcd,
 // kube-apiserver) with `captf manager` run as a subprocess as its
 // ServiceAccount user with manifests/rbac applied and the deployed webhook
 // configuration pointed at it. Each test is written as the attack, forging
@@ -17,10 +17,28 @@
 //   - B8, a mirror the tenant made immutable (MirrorFailed, never reported
 //     current, recreated once deleted) and revocation with the source
 //     Secret deleted (V1, V5);
+//   - B10, a state Secret that is a gzip bomb (16 MiB of [0,0,0,...], the
+//     same in an output, 16M levels of nesting) read after a successful
+//     apply: OutputsReadFailed once, no second read, a bounded peak RSS;
+//   - B11 and B15, look-alike state Secrets of 1 MiB beside a destroy's
+//     clean-up (kept, never listed whole) and Jobs of 1 MiB labelled
+//     captf.io/managed=true beside the fresh Job reads of new clusters;
+//   - B13, issue 20's clusters and machines sharing one cluster-name label
+//     with the manager running: identity DELETE within 1 s, I4 fan-out,
+//     other identities converging;
+//   - B14, a flood of AdmissionReviews needing SubjectAccessReviews at the
+//     webhook's port (the controllers' client sends none, the webhook's
+//     stays under its rate limit, rotation converges), and
+//     --webhook-client-ca (refused at TLS without the certificate; the API
+//     server, which presents it, is served);
 //   - last, an X1 scan for every credential value used.
 //
+// The B10-B15 tests run the manager under GOMEMLIMIT as the shipped
+// Deployment sets it and measure its peak RSS over the attack.
+//
 // `make test` runs the short variant; CAPTF_FAULTS_FULL=1 (`make
-// test-faults`) the full one (200 labelled Secrets of 900 KiB). Every
+// test-faults`) the full one (200 labelled Secrets of 900 KiB, 150
+// look-alike state Secrets, 100 large Jobs). Every
 // figure a test measures is logged with t.Logf (run with -v to see them).
 // There is no kube-controller-manager: nothing garbage-collects a forged
 // object whose owner does not exist, so what the manager does with it is
@@ -39,7 +57,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true})
+	framework.Main(m, framework.Options{BuildCaptf: true, ManagerRBAC: true, WebhookClientCert: true})
 }
 
 // full is set by CAPTF_FAULTS_FULL=1: the scale of issue 13.

@@ -29,14 +29,15 @@ type fixture struct {
 	certDir string
 }
 
-// setup runs a manager with the webhook on a free port, and installs the
-// deployed webhook configuration (manifests/webhook) pointed at it.
+// setup runs a manager with the webhook on a free port, requiring the API
+// server's client certificate (B14), and installs the deployed webhook
+// configuration (manifests/webhook) pointed at it.
 func setup(t *testing.T) *fixture {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
 	dir, ca := framework.WebhookCert(t)
 	m := e.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Webhook: true, WebhookCertDir: dir,
-		Args: []string{"--sync-period=5s", "--identity-resync=2s"}})
+		Args: []string{"--sync-period=5s", "--identity-resync=2s", "--webhook-client-ca=" + e.CP.WebhookClient.CAFile}})
 	e.InstallWebhook(t, m, ca)
 	return &fixture{t: t, e: e, ctx: ctx, m: m, certDir: dir}
 }
@@ -306,7 +307,8 @@ func TestFailClosed(t *testing.T) {
 	}
 
 	// The webhook back on the same address: requests work again.
-	f.e.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Webhook: true, WebhookPort: f.m.WebhookPort, WebhookCertDir: f.certDir})
+	f.e.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Webhook: true, WebhookPort: f.m.WebhookPort, WebhookCertDir: f.certDir,
+		Args: []string{"--webhook-client-ca=" + f.e.CP.WebhookClient.CAFile}})
 	fresh := framework.Name("id")
 	if _, err := ids.Create(f.ctx, newIdentity(fresh, ref, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("with the webhook healthy again, create must work: %v", err)

@@ -64,7 +64,7 @@ func TestReapplyOnRotation(t *testing.T) {
 	data := framework.DefaultData(secretValue)
 	ref := consentedSource(f, "*", data)
 	id := f.Identity(ref, framework.List(ns))
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo", Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"},
 			Jobs: v1alpha1.JobsSpec{ReapplyOnRotation: true}}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{}); err != nil {

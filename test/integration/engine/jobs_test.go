@@ -45,7 +45,7 @@ func TestApplyJob(t *testing.T) {
 	}
 	var vol *corev1.Volume
 	for i := range pod.Volumes {
-		if pod.Volumes[i].Secret != nil {
+		if pod.Volumes[i].Secret != nil && pod.Volumes[i].Name == "credentials" {
 			vol = &pod.Volumes[i]
 		}
 	}
@@ -70,7 +70,8 @@ func TestApplyJob(t *testing.T) {
 	if len(pod.InitContainers) != 1 || pod.InitContainers[0].Image != "ghcr.io/captf/captf:test" {
 		t.Errorf("J5: init containers %+v", pod.InitContainers)
 	}
-	if main.Image != "example.com/module:1" || strings.Join(main.Command, " ") != "/opt/captf/bin/captf runner apply --workdir=/var/run/captf/work --home=/var/run/captf/home --lock-timeout=300s --state-namespace="+ns+" --state-suffix="+c.Name+"-cluster" {
+	// K6: the contract inputs from the Job's run Secret.
+	if main.Image != "example.com/module:1" || strings.Join(main.Command, " ") != "/opt/captf/bin/captf runner apply --workdir=/var/run/captf/work --home=/var/run/captf/home --lock-timeout=300s --state-namespace="+ns+" --state-suffix="+c.Name+"-cluster --inputs=/var/run/captf/inputs/inputs.json" {
 		t.Errorf("J5: main container image %q command %v", main.Image, main.Command)
 	}
 	if cl := f.GetCluster(ns, c.Name); !framework.HasFinalizer(cl.Finalizers) {
@@ -275,7 +276,7 @@ func TestNamespaceDeletion(t *testing.T) {
 	f := setup(t)
 	ns := f.Env.CreateNamespace(t, "doomed", nil)
 	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-image"},
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-image", Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}}}
 	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

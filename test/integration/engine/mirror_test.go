@@ -70,7 +70,7 @@ func TestSharedMirror(t *testing.T) {
 	a := f.Cluster(ns, "a", id)
 	// A machine without its own identityRef inherits the cluster's (I2).
 	mach, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1alpha1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{v1alpha1.LabelClusterName: "a"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{v1alpha1.LabelClusterName: "a"}, Annotations: framework.Standalone()},
 		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -189,7 +189,7 @@ func TestIdentitySwitchReleasesOldMirror(t *testing.T) {
 	oldID := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	newID := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
 	pools := f.Env.Captf.InfrastructureV1alpha1().TerraformMachinePools(ns)
-	p, err := pools.Create(f.Ctx, &v1alpha1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+	p, err := pools.Create(f.Ctx, &v1alpha1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformMachinePoolSpec{IdentityRef: &v1alpha1.IdentityReference{Name: oldID}, Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestUnresolvableIdentities(t *testing.T) {
 	f.Cluster(ns, "no-identity", "does-not-exist")
 	f.Cluster(ns, "no-secret", missingSecret)
 	orphan, err := f.Env.Captf.InfrastructureV1alpha1().TerraformMachines(ns).Create(f.Ctx, &v1alpha1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{v1alpha1.LabelClusterName: "missing-cluster"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Labels: map[string]string{v1alpha1.LabelClusterName: "missing-cluster"}, Annotations: framework.Standalone()},
 		Spec:       v1alpha1.TerraformMachineSpec{Source: v1alpha1.SourceSpec{Image: "example.com/m:1"}, Jobs: v1alpha1.JobsSpec{ActiveDeadlineSeconds: ptr.To[int64](60), LockTimeoutSeconds: ptr.To[int64](30)}},
 	}, metav1.CreateOptions{})
 	if err != nil {

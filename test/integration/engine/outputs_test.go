@@ -290,7 +290,7 @@ func setPaused(f *framework.Fixture, ns, name string, paused bool) {
 func pausedCluster(f *framework.Fixture, ns, name, identity string) *v1alpha1.TerraformCluster {
 	f.T.Helper()
 	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.AnnotationPaused: ""}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{v1alpha1.AnnotationPaused: "", v1alpha1.AnnotationStandalone: "true"}},
 		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: &v1alpha1.IdentityReference{Name: identity},
 			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},

@@ -92,7 +92,7 @@ func TestRunnerServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "named"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "named", Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: &v1alpha1.IdentityReference{Name: id},
 			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},

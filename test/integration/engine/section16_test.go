@@ -51,7 +51,7 @@ func TestJobPodPodSecurityRestricted(t *testing.T) {
 	}
 
 	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: nsOverride, Name: "root"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nsOverride, Name: "root", Annotations: framework.Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{
 			IdentityRef: &v1alpha1.IdentityReference{Name: id},
 			Source:      v1alpha1.SourceSpec{Image: "example.com/module:1"},

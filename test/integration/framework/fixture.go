@@ -69,10 +69,19 @@ func (f *Fixture) Identity(ref v1alpha1.SecretReference, allowed *v1alpha1.Allow
 // List allows exactly namespaces ns.
 func List(ns ...string) *v1alpha1.AllowedNamespaces { return &v1alpha1.AllowedNamespaces{List: ns} }
 
+// Standalone is the annotation that opts a workload object out of SPEC
+// K2-K5: it runs without Cluster API owners. The tests of the credential
+// engine, the runs and the faults create standalone objects; the tests of
+// the Cluster API contract (test/integration/capi, the e2e) create owned
+// ones.
+func Standalone() map[string]string {
+	return map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}
+}
+
 // Cluster creates a TerraformCluster using identity.
 func (f *Fixture) Cluster(ns, name, identity string) *v1alpha1.TerraformCluster {
 	f.T.Helper()
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: Standalone()},
 		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"}}}
 	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{})
 	if err != nil {

@@ -57,6 +57,11 @@ type Options struct {
 	// package that would rather skip checks controlplane.NodePrerequisites
 	// in its TestMain first.
 	Node bool
+	// WebhookClientCert makes kube-apiserver present a client certificate
+	// to admission webhooks (controlplane.Options.WebhookClientCert): a
+	// manager run with --webhook-client-ca=<Env.CP.WebhookClient.CAFile>
+	// then accepts its calls (SPEC B14).
+	WebhookClientCert bool
 }
 
 // env is set by Main for the package's tests.
@@ -98,6 +103,7 @@ func run(m *testing.M, opts Options) (int, error) {
 		BinDir:            filepath.Join(root, "bin"),
 		ControllerManager: opts.ControllerManager,
 		Node:              opts.Node,
+		WebhookClientCert: opts.WebhookClientCert,
 	})
 	if err != nil {
 		return 0, err

@@ -23,6 +23,20 @@ const (
 	// outputs of the state after the newest successful apply (SPEC T4).
 	// Not set before the first successful apply. It is not part of Ready.
 	ConditionOutputsAvailable ConditionType = "OutputsAvailable"
+	// ConditionDependenciesReady says whether the object's Cluster API
+	// owners, its cluster's infrastructure and its bootstrap data allow an
+	// apply (SPEC K2, K4, K5).
+	ConditionDependenciesReady ConditionType = "DependenciesReady"
+	// ConditionDeletionBlocked says, on a deleting TerraformCluster,
+	// whether its destroy waits for machines and pools of the cluster
+	// (SPEC K4).
+	ConditionDeletionBlocked ConditionType = "DeletionBlocked"
+	// ConditionOutputsValid says whether the module's contract outputs are
+	// valid for Cluster API (SPEC K7): present, not null, well formed.
+	ConditionOutputsValid ConditionType = "OutputsValid"
+	// ConditionInfrastructureHealthy reports the module's health output
+	// (SPEC K7, K8); once provisioned, Ready follows it.
+	ConditionInfrastructureHealthy ConditionType = "InfrastructureHealthy"
 	// ConditionReady summarises the others: True only when every one is True.
 	// It carries the reason and message of the first that is not.
 	ConditionReady ConditionType = "Ready"
@@ -131,6 +145,80 @@ const (
 	ReasonOutputsTooLarge ConditionReason = "OutputsTooLarge"
 )
 
+// Reasons of DependenciesReady (SPEC K2, K4, K5; upstream A1-149).
+const (
+	// ReasonDependenciesReady: the owners name the object back, the
+	// cluster's infrastructure is provisioned and the bootstrap data is
+	// there (or the object is standalone).
+	ReasonDependenciesReady ConditionReason = "DependenciesReady"
+	// ReasonWaitingForOwner: no Cluster API object owns and names the
+	// object yet (K2).
+	ReasonWaitingForOwner ConditionReason = "WaitingForOwner"
+	// ReasonOwnerMismatch: the owner names another object (K2).
+	ReasonOwnerMismatch ConditionReason = "OwnerMismatch"
+	// ReasonClusterNotTerraform: the Cluster's infrastructure is not a
+	// TerraformCluster (K2).
+	ReasonClusterNotTerraform ConditionReason = "ClusterNotTerraform"
+	// ReasonWaitingForClusterInfrastructure: a machine or pool waits for
+	// its TerraformCluster to be provisioned (K4).
+	ReasonWaitingForClusterInfrastructure ConditionReason = "WaitingForClusterInfrastructure"
+	// ReasonWaitingForBootstrapData: a machine or pool waits for its
+	// owner's bootstrap data Secret (K5).
+	ReasonWaitingForBootstrapData ConditionReason = "WaitingForBootstrapData"
+)
+
+// Reasons of OutputsValid (SPEC K7; upstream A1-160).
+const (
+	// ReasonOutputsValid: every contract output is valid.
+	ReasonOutputsValid ConditionReason = "OutputsValid"
+	// ReasonOutputsMissing: a required output is absent.
+	ReasonOutputsMissing ConditionReason = "OutputsMissing"
+	// ReasonOutputsPending: a required output is null.
+	ReasonOutputsPending ConditionReason = "OutputsPending"
+	// ReasonOutputsInvalid: an output is malformed.
+	ReasonOutputsInvalid ConditionReason = "OutputsInvalid"
+	// ReasonFailureDomainMismatch: a machine's output failure_domain
+	// differs from its Machine's spec.failureDomain.
+	ReasonFailureDomainMismatch ConditionReason = "FailureDomainMismatch"
+	// ReasonProviderIDChanged: a machine's output provider_id differs from
+	// the spec.providerID it was given.
+	ReasonProviderIDChanged ConditionReason = "ProviderIDChanged"
+)
+
+// Reasons of InfrastructureHealthy (SPEC K7, K8; upstream A1-161).
+const (
+	// ReasonHealthy: the module reports the infrastructure healthy, or it
+	// has no health output and is provisioned.
+	ReasonHealthy ConditionReason = "Healthy"
+	// ReasonInstanceDegraded: degraded but serving (Ready stays True).
+	ReasonInstanceDegraded ConditionReason = "InstanceDegraded"
+	// ReasonInstancePending: the instance is pending.
+	ReasonInstancePending ConditionReason = "InstancePending"
+	// ReasonInstanceStopped: the instance is stopped.
+	ReasonInstanceStopped ConditionReason = "InstanceStopped"
+	// ReasonInstanceTerminated: the instance is terminated.
+	ReasonInstanceTerminated ConditionReason = "InstanceTerminated"
+	// ReasonInstanceUnhealthy: the instance is unhealthy.
+	ReasonInstanceUnhealthy ConditionReason = "InstanceUnhealthy"
+	// ReasonProvisioning: the module reports it still provisioning.
+	ReasonProvisioning ConditionReason = "Provisioning"
+	// ReasonHealthUnknown: the health output cannot be read.
+	ReasonHealthUnknown ConditionReason = "HealthUnknown"
+	// ReasonWaitingForProvisioning: not provisioned yet.
+	ReasonWaitingForProvisioning ConditionReason = "WaitingForProvisioning"
+	// ReasonDeleting: Ready of an object being deleted (SPEC K8).
+	ReasonDeleting ConditionReason = "Deleting"
+)
+
+// Reasons of DeletionBlocked (SPEC K4; upstream A1-164).
+const (
+	// ReasonDependentsExist: machines or pools of the cluster exist; the
+	// cluster's destroy waits for them.
+	ReasonDependentsExist ConditionReason = "DependentsExist"
+	// ReasonNotBlocked: nothing holds the cluster's destroy.
+	ReasonNotBlocked ConditionReason = "NotBlocked"
+)
+
 // Reasons of the identity's conditions.
 const (
 	// ReasonSecretFound: the identity's source Secret exists (Ready=True).
@@ -194,4 +282,11 @@ const (
 	EventKeysNeedAttention = "KeysNeedAttention"
 	// EventKeysValid (Normal, identity): no key needs attention any more.
 	EventKeysValid = "KeysValid"
+	// EventStateAdopted (Normal, workload): the state records the object's
+	// spec as applied, so no apply Job runs for it (K11: a moved or
+	// restored object).
+	EventStateAdopted = "StateAdopted"
+	// EventMovedAway (Normal, workload): clusterctl move deleted the source
+	// copy; no destroy, the state was kept (K11).
+	EventMovedAway = "MovedAway"
 )

@@ -44,6 +44,14 @@ type RunRecord struct {
 	// Job controller recorded none. Retries back off from it.
 	FinishTime metav1.Time `json:"finishTime"`
 
+	// InputsHash is the hash of the contract inputs the Job ran with (SPEC
+	// K6): an apply is due again when the inputs rendered now hash to
+	// another value (a MachinePool's replicas, a cluster's exports for a
+	// pool). Empty for a Job that recorded none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	InputsHash string `json:"inputsHash,omitempty"`
+
 	// Attempt numbers the Job among the Jobs of its action and generation,
 	// from 1. Every retry (after a backoff or on captf.io/retry) and every
 	// re-apply on rotation (SPEC C6) is a new attempt; a new generation

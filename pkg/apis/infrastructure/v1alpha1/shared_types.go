@@ -29,7 +29,7 @@ type SourceSpec struct {
 }
 
 // JobsSpec tunes the Jobs the manager creates for an object.
-// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds (default 300) must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
+// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="spec.jobs.lockTimeoutSeconds must be below spec.jobs.activeDeadlineSeconds (default 3600): a run that waits for the state lock must still have time to run (T8)"
 type JobsSpec struct {
 	// Env is extra environment for the Job's Terraform container. Names starting
 	// with TF_, KUBE_ or CAPTF_, and HOME, are reserved and rejected (SPEC A9,
@@ -61,9 +61,11 @@ type JobsSpec struct {
 
 	// LockTimeoutSeconds is how long Terraform waits for the state lock held
 	// by another run before it gives up (`-lock-timeout`, SPEC T8). 0 means
-	// do not wait. It must be below activeDeadlineSeconds.
+	// do not wait. When set it must be below activeDeadlineSeconds. Unset,
+	// the Job waits 300 s, or half the deadline when the deadline is shorter
+	// than 600 s: applied when the Job is built, never stored, so every
+	// deadline J4 allows stays valid.
 	// +optional
-	// +kubebuilder:default=300
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86399
 	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
@@ -197,6 +199,85 @@ type WorkloadStatus struct {
 	// initialization status (SPEC T5).
 	// +optional
 	Initialization *WorkloadInitialization `json:"initialization,omitempty"`
+
+	// FailureDomains (TerraformCluster) are the failure domains the
+	// module's output failure_domains declares, for Cluster API's
+	// control-plane placement (SPEC K7).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []FailureDomain `json:"failureDomains,omitempty"`
+
+	// Exports (TerraformCluster) is the module's output exports, at most
+	// 64 KiB as JSON, {} when the output is null: what the cluster hands
+	// its machines and pools as the input captf_cluster_outputs (SPEC K6,
+	// K7).
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Exports *runtime.RawExtension `json:"exports,omitempty"`
+
+	// Addresses (TerraformMachine) are the machine's addresses from the
+	// output addresses (SPEC K7).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+
+	// FailureDomain (TerraformMachine) is the failure domain the machine
+	// runs in, from the output failure_domain; it must equal the
+	// Machine's spec.failureDomain when that is set (SPEC K7).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// Interruptible (TerraformMachine) says the machine may be stopped by
+	// its provider at any time (spot, preemptible), from the output
+	// interruptible (SPEC K7).
+	// +optional
+	Interruptible bool `json:"interruptible,omitempty"`
+
+	// Replicas (TerraformMachinePool) is the number of instances the pool
+	// has, from the output replicas (SPEC K7).
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Ready (TerraformMachinePool) is true once the pool is provisioned
+	// and stays true: the field Cluster API v1.14 reads on an
+	// infrastructure machine pool (SPEC K7).
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+}
+
+// FailureDomain is a failure domain a cluster's machines may be placed in
+// (Cluster API v1beta2's FailureDomain).
+type FailureDomain struct {
+	// Name of the failure domain.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// ControlPlane says whether control-plane machines may be placed here.
+	// +optional
+	ControlPlane *bool `json:"controlPlane,omitempty"`
+	// Attributes are free-form attributes of the failure domain.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Attributes map[string]string `json:"attributes,omitempty"`
+}
+
+// MachineAddressType is the type of a machine's address (Cluster API's).
+// +kubebuilder:validation:Enum=Hostname;ExternalIP;InternalIP;ExternalDNS;InternalDNS
+type MachineAddressType string
+
+// MachineAddress is one address of a machine (Cluster API's).
+type MachineAddress struct {
+	// Type of the address.
+	Type MachineAddressType `json:"type"`
+	// Address is the address itself.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Address string `json:"address"`
 }
 
 // OutputsSource names the apply Job whose state status.outputs reflects.

@@ -8,15 +8,21 @@ import (
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,categories=cluster-api
+// +kubebuilder:resource:scope=Namespaced,categories=cluster-api,shortName=tfc
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels.cluster\.x-k8s\.io/cluster-name`,description="The Cluster API Cluster this object belongs to"
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.spec.identityRef.name`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`,description="A succeeded apply is recorded"
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,description="The control plane endpoint's host"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.source.image`,priority=1,description="The module image the Jobs run"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // TerraformCluster runs Terraform Jobs for a cluster's infrastructure with
 // the credentials of its identity (SPEC I1).
+// +kubebuilder:validation:XValidation:rule="has(self.spec.identityRef)",message="spec.identityRef is required: spec.defaults.identityRef applies to machines and pools only, never to the cluster itself (A6)",fieldPath=".spec.identityRef"
 type TerraformCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -30,8 +36,9 @@ type TerraformCluster struct {
 	Status WorkloadStatus `json:"status,omitempty"`
 }
 
-// TerraformClusterSpec is the desired state of a TerraformCluster.
-// +kubebuilder:validation:XValidation:rule="has(self.identityRef)",message="spec.identityRef is required: spec.defaults.identityRef applies to machines and pools only, never to the cluster itself (A6)"
+// TerraformClusterSpec is the desired state of a TerraformCluster. Its
+// identityRef is required on the TerraformCluster (A6), not in a
+// TerraformClusterTemplate, where a ClusterClass patch may set it (K9).
 type TerraformClusterSpec struct {
 	// IdentityRef names the identity whose credentials this cluster's Jobs
 	// use. Required (SPEC A6) and mutable: a change re-resolves the

@@ -8,9 +8,9 @@ import (
 // +genclient:nonNamespaced
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,categories=cluster-api
+// +kubebuilder:resource:scope=Cluster,categories=cluster-api,shortName=tfci
 // +kubebuilder:subresource:status
-// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
+// +kubebuilder:metadata:labels={"clusterctl.cluster.x-k8s.io/move-hierarchy=","cluster.x-k8s.io/v1beta2=v1alpha1"}
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.secretRef.name`,description="Name of the source Secret"
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.secretRef.namespace`,description="Namespace of the source Secret"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

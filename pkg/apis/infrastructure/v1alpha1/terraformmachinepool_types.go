@@ -8,11 +8,16 @@ import (
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,categories=cluster-api
+// +kubebuilder:resource:scope=Namespaced,categories=cluster-api,shortName=tfmp
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels.cluster\.x-k8s\.io/cluster-name`,description="The Cluster API Cluster this object belongs to"
+// +kubebuilder:printcolumn:name="MachinePool",type=string,JSONPath=`.metadata.ownerReferences[?(@.kind=="MachinePool")].name`,description="The Cluster API MachinePool that owns this object"
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.identity`,description="The identity this pool resolved to"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`,description="A succeeded apply is recorded"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.source.image`,priority=1,description="The module image the Jobs run"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // TerraformMachinePool runs Terraform Jobs for a pool of machines. Like a

@@ -33,6 +33,9 @@ const (
 	// action and generation (SPEC T7); absent means attempt 1 (or, on a
 	// re-apply Job created before T7, 1 + its re-apply number).
 	AnnotationJobAttempt = "captf.io/attempt"
+	// AnnotationInputsHash records on a Job, and on an inputs Secret, the
+	// hash of the contract inputs it holds (SPEC K6).
+	AnnotationInputsHash = "captf.io/inputs-hash"
 	// AnnotationRetry on a workload object: a new value runs the apply, or
 	// the pending destroy, once more at once, whatever the last outcome
 	// (SPEC T7). On a Job it records the value that Job was started for.
@@ -49,6 +52,22 @@ const (
 	// AnnotationPaused, Cluster API's pause, stops every Job of the object
 	// (SPEC T5).
 	AnnotationPaused = "cluster.x-k8s.io/paused"
+	// AnnotationAppliedSpec, on a state Secret, is the hash of the spec
+	// whose apply wrote it; AnnotationAppliedInputs the hash of its inputs
+	// (SPEC K11: whether a spec was applied survives a move, where status
+	// does not).
+	AnnotationAppliedSpec   = "captf.io/applied-spec"
+	AnnotationAppliedInputs = "captf.io/applied-inputs"
+	// AnnotationBlockMove is set by the manager on an object while a Job of
+	// it is starting or running: clusterctl move waits for it to go (K11).
+	AnnotationBlockMove = "clusterctl.cluster.x-k8s.io/block-move"
+	// AnnotationDeleteForMove marks clusterctl move's deletion of a source
+	// copy: no destroy, the state is kept (K11).
+	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+	// AnnotationStandalone, set to "true" on a workload object, opts it out
+	// of SPEC K2-K5: it runs without Cluster API owners, pause, order or
+	// bootstrap data (for tests and users without Cluster API).
+	AnnotationStandalone = "captf.io/standalone"
 	// LabelClusterName names the cluster a machine or pool belongs to (SPEC 1.2).
 	LabelClusterName = "cluster.x-k8s.io/cluster-name"
 	// LabelRunner, set to "true" on a ServiceAccount, lets objects name it in
@@ -73,4 +92,8 @@ const (
 	KindTerraformCluster         = "TerraformCluster"
 	KindTerraformMachine         = "TerraformMachine"
 	KindTerraformMachinePool     = "TerraformMachinePool"
+	// The template kinds (SPEC K9).
+	KindTerraformClusterTemplate     = "TerraformClusterTemplate"
+	KindTerraformMachineTemplate     = "TerraformMachineTemplate"
+	KindTerraformMachinePoolTemplate = "TerraformMachinePoolTemplate"
 )

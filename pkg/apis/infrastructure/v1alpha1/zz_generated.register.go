@@ -66,10 +66,16 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&TerraformClusterIdentity{},
 		&TerraformClusterIdentityList{},
 		&TerraformClusterList{},
+		&TerraformClusterTemplate{},
+		&TerraformClusterTemplateList{},
 		&TerraformMachine{},
 		&TerraformMachineList{},
 		&TerraformMachinePool{},
 		&TerraformMachinePoolList{},
+		&TerraformMachinePoolTemplate{},
+		&TerraformMachinePoolTemplateList{},
+		&TerraformMachineTemplate{},
+		&TerraformMachineTemplateList{},
 	)
 	// AddToGroupVersion allows the serialization of client types like ListOptions.
 	v1.AddToGroupVersion(scheme, SchemeGroupVersion)

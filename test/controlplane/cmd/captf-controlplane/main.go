@@ -10,7 +10,10 @@
 //	webhook/tls.crt,tls.key  the webhook's serving certificate for 127.0.0.1
 //	webhook/ca.crt           its CA
 //	webhook-configuration.yaml  manifests/webhook pointed at https://127.0.0.1:<MANAGER_WEBHOOK_PORT>
-//	controlplane.env         APISERVER_URL, the PIDs of every process, free ports for the manager
+//	controlplane.env         APISERVER_URL, the PIDs of every process, free ports for the manager,
+//	                         WEBHOOK_CLIENT_CA: the CA of the client certificate kube-apiserver
+//	                         presents to webhooks (its AdmissionConfiguration, SPEC B14), for the
+//	                         manager's --webhook-client-ca
 //	controlplane.ready       once everything answers; removed on exit
 //
 // With --node it also starts a node (root; see docs/local-control-plane.md,
@@ -67,7 +70,9 @@ func run(dir, binDir, crds string, node bool) error {
 		return err
 	}
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Dir: cpDir, ControllerManager: true, Node: node})
+	// kube-apiserver presents a client certificate to the webhook, which
+	// local-up.sh runs with --webhook-client-ca (SPEC B14).
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: binDir, Dir: cpDir, ControllerManager: true, Node: node, WebhookClientCert: true})
 	if err != nil {
 		return err
 	}
@@ -128,6 +133,7 @@ func run(dir, binDir, crds string, node bool) error {
 		fmt.Fprintf(&env, "%s_PID=%d\n", strings.ToUpper(strings.ReplaceAll(n, "-", "_")), pids[n])
 	}
 	fmt.Fprintf(&env, "LOG_DIR=%s\n", filepath.Join(cpDir, "logs"))
+	fmt.Fprintf(&env, "WEBHOOK_CLIENT_CA=%s\n", cp.WebhookClient.CAFile)
 	if node {
 		fmt.Fprintf(&env, "NODE=1\nCONTAINERD_ADDRESS=%s\n", controlplane.ContainerdAddress)
 	}

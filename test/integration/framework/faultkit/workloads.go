@@ -47,7 +47,8 @@ type State struct {
 // names identity ("" for none), with labels; it starts Jobs when image is
 // set.
 func CreateWorkload(ctx context.Context, c versioned.Interface, kind, ns, name, identity, image string, labels map[string]string) (Workload, error) {
-	om := metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}
+	om := metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+		Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}}
 	var ref *v1alpha1.IdentityReference
 	if identity != "" {
 		ref = &v1alpha1.IdentityReference{Name: identity}

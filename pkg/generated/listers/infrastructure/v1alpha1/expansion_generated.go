@@ -30,6 +30,14 @@ type TerraformClusterNamespaceListerExpansion interface{}
 // TerraformClusterIdentityLister.
 type TerraformClusterIdentityListerExpansion interface{}
 
+// TerraformClusterTemplateListerExpansion allows custom methods to be added to
+// TerraformClusterTemplateLister.
+type TerraformClusterTemplateListerExpansion interface{}
+
+// TerraformClusterTemplateNamespaceListerExpansion allows custom methods to be added to
+// TerraformClusterTemplateNamespaceLister.
+type TerraformClusterTemplateNamespaceListerExpansion interface{}
+
 // TerraformMachineListerExpansion allows custom methods to be added to
 // TerraformMachineLister.
 type TerraformMachineListerExpansion interface{}
@@ -45,3 +53,19 @@ type TerraformMachinePoolListerExpansion interface{}
 // TerraformMachinePoolNamespaceListerExpansion allows custom methods to be added to
 // TerraformMachinePoolNamespaceLister.
 type TerraformMachinePoolNamespaceListerExpansion interface{}
+
+// TerraformMachinePoolTemplateListerExpansion allows custom methods to be added to
+// TerraformMachinePoolTemplateLister.
+type TerraformMachinePoolTemplateListerExpansion interface{}
+
+// TerraformMachinePoolTemplateNamespaceListerExpansion allows custom methods to be added to
+// TerraformMachinePoolTemplateNamespaceLister.
+type TerraformMachinePoolTemplateNamespaceListerExpansion interface{}
+
+// TerraformMachineTemplateListerExpansion allows custom methods to be added to
+// TerraformMachineTemplateLister.
+type TerraformMachineTemplateListerExpansion interface{}
+
+// TerraformMachineTemplateNamespaceListerExpansion allows custom methods to be added to
+// TerraformMachineTemplateNamespaceLister.
+type TerraformMachineTemplateNamespaceListerExpansion interface{}

@@ -28,10 +28,16 @@ type Interface interface {
 	TerraformClusters() TypedTerraformClusterInformer
 	// TerraformClusterIdentities returns a TerraformClusterIdentityInformer.
 	TerraformClusterIdentities() TypedTerraformClusterIdentityInformer
+	// TerraformClusterTemplates returns a TerraformClusterTemplateInformer.
+	TerraformClusterTemplates() TypedTerraformClusterTemplateInformer
 	// TerraformMachines returns a TerraformMachineInformer.
 	TerraformMachines() TypedTerraformMachineInformer
 	// TerraformMachinePools returns a TerraformMachinePoolInformer.
 	TerraformMachinePools() TypedTerraformMachinePoolInformer
+	// TerraformMachinePoolTemplates returns a TerraformMachinePoolTemplateInformer.
+	TerraformMachinePoolTemplates() TypedTerraformMachinePoolTemplateInformer
+	// TerraformMachineTemplates returns a TerraformMachineTemplateInformer.
+	TerraformMachineTemplates() TypedTerraformMachineTemplateInformer
 }
 
 type version struct {
@@ -55,6 +61,11 @@ func (v *version) TerraformClusterIdentities() TypedTerraformClusterIdentityInfo
 	return &terraformClusterIdentityInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }
 
+// TerraformClusterTemplates returns a TypedTerraformClusterTemplateInformer.
+func (v *version) TerraformClusterTemplates() TypedTerraformClusterTemplateInformer {
+	return &terraformClusterTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
 // TerraformMachines returns a TypedTerraformMachineInformer.
 func (v *version) TerraformMachines() TypedTerraformMachineInformer {
 	return &terraformMachineInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
@@ -63,4 +74,14 @@ func (v *version) TerraformMachines() TypedTerraformMachineInformer {
 // TerraformMachinePools returns a TypedTerraformMachinePoolInformer.
 func (v *version) TerraformMachinePools() TypedTerraformMachinePoolInformer {
 	return &terraformMachinePoolInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// TerraformMachinePoolTemplates returns a TypedTerraformMachinePoolTemplateInformer.
+func (v *version) TerraformMachinePoolTemplates() TypedTerraformMachinePoolTemplateInformer {
+	return &terraformMachinePoolTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// TerraformMachineTemplates returns a TypedTerraformMachineTemplateInformer.
+func (v *version) TerraformMachineTemplates() TypedTerraformMachineTemplateInformer {
+	return &terraformMachineTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -22,6 +22,12 @@ type TerraformClusterExpansion interface{}
 
 type TerraformClusterIdentityExpansion interface{}
 
+type TerraformClusterTemplateExpansion interface{}
+
 type TerraformMachineExpansion interface{}
 
 type TerraformMachinePoolExpansion interface{}
+
+type TerraformMachinePoolTemplateExpansion interface{}
+
+type TerraformMachineTemplateExpansion interface{}

@@ -30,8 +30,11 @@ type InfrastructureV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	TerraformClustersGetter
 	TerraformClusterIdentitiesGetter
+	TerraformClusterTemplatesGetter
 	TerraformMachinesGetter
 	TerraformMachinePoolsGetter
+	TerraformMachinePoolTemplatesGetter
+	TerraformMachineTemplatesGetter
 }
 
 // InfrastructureV1alpha1Client is used to interact with features provided by the infrastructure.cluster.x-k8s.io group.
@@ -47,12 +50,24 @@ func (c *InfrastructureV1alpha1Client) TerraformClusterIdentities() TerraformClu
 	return newTerraformClusterIdentities(c)
 }
 
+func (c *InfrastructureV1alpha1Client) TerraformClusterTemplates(namespace string) TerraformClusterTemplateInterface {
+	return newTerraformClusterTemplates(c, namespace)
+}
+
 func (c *InfrastructureV1alpha1Client) TerraformMachines(namespace string) TerraformMachineInterface {
 	return newTerraformMachines(c, namespace)
 }
 
 func (c *InfrastructureV1alpha1Client) TerraformMachinePools(namespace string) TerraformMachinePoolInterface {
 	return newTerraformMachinePools(c, namespace)
+}
+
+func (c *InfrastructureV1alpha1Client) TerraformMachinePoolTemplates(namespace string) TerraformMachinePoolTemplateInterface {
+	return newTerraformMachinePoolTemplates(c, namespace)
+}
+
+func (c *InfrastructureV1alpha1Client) TerraformMachineTemplates(namespace string) TerraformMachineTemplateInterface {
+	return newTerraformMachineTemplates(c, namespace)
 }
 
 // NewForConfig creates a new InfrastructureV1alpha1Client for the given config.

@@ -36,12 +36,24 @@ func (c *FakeInfrastructureV1alpha1) TerraformClusterIdentities() v1alpha1.Terra
 	return newFakeTerraformClusterIdentities(c)
 }
 
+func (c *FakeInfrastructureV1alpha1) TerraformClusterTemplates(namespace string) v1alpha1.TerraformClusterTemplateInterface {
+	return newFakeTerraformClusterTemplates(c, namespace)
+}
+
 func (c *FakeInfrastructureV1alpha1) TerraformMachines(namespace string) v1alpha1.TerraformMachineInterface {
 	return newFakeTerraformMachines(c, namespace)
 }
 
 func (c *FakeInfrastructureV1alpha1) TerraformMachinePools(namespace string) v1alpha1.TerraformMachinePoolInterface {
 	return newFakeTerraformMachinePools(c, namespace)
+}
+
+func (c *FakeInfrastructureV1alpha1) TerraformMachinePoolTemplates(namespace string) v1alpha1.TerraformMachinePoolTemplateInterface {
+	return newFakeTerraformMachinePoolTemplates(c, namespace)
+}
+
+func (c *FakeInfrastructureV1alpha1) TerraformMachineTemplates(namespace string) v1alpha1.TerraformMachineTemplateInterface {
+	return newFakeTerraformMachineTemplates(c, namespace)
 }
 
 // RESTClient returns a RESTClient that is used to communicate

@@ -1,0 +1,442 @@
+package contract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+)
+
+// The contract outputs (SPEC T5, K7; upstream A3-28..A3-36).
+const (
+	OutputControlPlaneEndpoint = "control_plane_endpoint"
+	OutputFailureDomains       = "failure_domains"
+	OutputExports              = "exports"
+	OutputProviderID           = "provider_id"
+	OutputAddresses            = "addresses"
+	OutputFailureDomain        = "failure_domain"
+	OutputInterruptible        = "interruptible"
+	OutputProviderIDList       = "provider_id_list"
+	OutputReplicas             = "replicas"
+	OutputHealth               = "health"
+)
+
+// Bounds the CRDs enforce on the fields, checked here first so a bad
+// output is reported, not refused by the API server on every pass.
+const (
+	MaxFieldLength    = 512
+	MaxProviderIDList = 10000
+	MaxExportsBytes   = 64 << 10
+	maxFailureDomains = 100
+	maxAddresses      = 256
+	maxHealthMessage  = 256
+)
+
+// Condition is a condition to set: status, reason and message.
+type Condition struct {
+	Status  metav1.ConditionStatus
+	Reason  v1alpha1.ConditionReason
+	Message string
+}
+
+// Outputs is what the contract outputs of one object say (SPEC K7):
+// the fields to write, and OutputsValid and InfrastructureHealthy.
+type Outputs struct {
+	// Valid is the OutputsValid condition.
+	Valid Condition
+	// Health is the InfrastructureHealthy condition.
+	Health Condition
+
+	// Endpoint (cluster), ProviderID (machine) and ProviderIDList (pool)
+	// are the spec fields Cluster API reads; zero when the output is
+	// missing, null or invalid.
+	Endpoint       v1alpha1.APIEndpoint
+	ProviderID     string
+	ProviderIDList []string
+	// HasProviderIDList says whether ProviderIDList is valid (it may be
+	// empty: a pool scaled to zero).
+	HasProviderIDList bool
+
+	// Status fields.
+	FailureDomains []v1alpha1.FailureDomain
+	Exports        json.RawMessage
+	Addresses      []v1alpha1.MachineAddress
+	FailureDomain  string
+	Interruptible  bool
+	Replicas       *int32
+}
+
+// OutputsContext is what mapping the outputs needs beyond them.
+type OutputsContext struct {
+	// Kind of the object.
+	Kind string
+	// MachineFailureDomain is the Machine's spec.failureDomain ("" when
+	// unset or not known).
+	MachineFailureDomain string
+	// ProviderID is the machine's spec.providerID as stored ("" unset).
+	ProviderID string
+	// EndpointSet says the cluster's spec.controlPlaneEndpoint is already
+	// set (by hand, or by an earlier output), so the output is optional.
+	EndpointSet bool
+}
+
+// problems collects what is wrong, by reason, first reason wins.
+type problems struct {
+	reason v1alpha1.ConditionReason
+	msgs   []string
+}
+
+func (p *problems) add(reason v1alpha1.ConditionReason, format string, args ...any) {
+	if p.reason == "" {
+		p.reason = reason
+	}
+	p.msgs = append(p.msgs, fmt.Sprintf(format, args...))
+}
+
+// MapOutputs maps the published outputs (status.outputs: non-sensitive
+// only, T4) to the contract's fields and conditions (SPEC K7, K8). An
+// output that is null is pending, one that is absent is missing; only the
+// outputs each role needs are required (a cluster's endpoint unless it is
+// already set, a machine's provider_id, a pool's provider_id_list).
+func MapOutputs(ctx OutputsContext, values map[string]json.RawMessage) Outputs {
+	var out Outputs
+	var p problems
+	required := func(name string, parse func(json.RawMessage) error) {
+		raw, ok := values[name]
+		switch {
+		case !ok:
+			p.add(v1alpha1.ReasonOutputsMissing, "output %s is missing (a sensitive output is not published: declare it sensitive = false)", name)
+		case isNull(raw):
+			p.add(v1alpha1.ReasonOutputsPending, "output %s is null (pending)", name)
+		default:
+			if err := parse(raw); err != nil {
+				p.add(v1alpha1.ReasonOutputsInvalid, "%v", err)
+			}
+		}
+	}
+	optional := func(name string, parse func(json.RawMessage) error) {
+		raw, ok := values[name]
+		if !ok || isNull(raw) {
+			return
+		}
+		if err := parse(raw); err != nil {
+			p.add(v1alpha1.ReasonOutputsInvalid, "%v", err)
+		}
+	}
+	switch ctx.Kind {
+	case v1alpha1.KindTerraformCluster:
+		parseEP := func(raw json.RawMessage) (err error) { out.Endpoint, err = ParseEndpoint(raw); return err }
+		if ctx.EndpointSet {
+			optional(OutputControlPlaneEndpoint, parseEP)
+		} else {
+			required(OutputControlPlaneEndpoint, parseEP)
+		}
+		optional(OutputFailureDomains, func(raw json.RawMessage) (err error) { out.FailureDomains, err = parseFailureDomains(raw); return err })
+		out.Exports = json.RawMessage(`{}`)
+		optional(OutputExports, func(raw json.RawMessage) error {
+			var b bytes.Buffer
+			if err := json.Compact(&b, raw); err != nil {
+				return fmt.Errorf("output %s is not valid JSON", OutputExports)
+			}
+			if b.Len() > MaxExportsBytes {
+				return fmt.Errorf("output %s is %d bytes as JSON, more than %d", OutputExports, b.Len(), MaxExportsBytes)
+			}
+			if b.Bytes()[0] != '{' {
+				return fmt.Errorf("output %s must be an object", OutputExports)
+			}
+			out.Exports = b.Bytes()
+			return nil
+		})
+	case v1alpha1.KindTerraformMachine:
+		required(OutputProviderID, func(raw json.RawMessage) (err error) {
+			out.ProviderID, err = ParseProviderID(raw)
+			if err == nil && ctx.ProviderID != "" && out.ProviderID != ctx.ProviderID {
+				p.add(v1alpha1.ReasonProviderIDChanged, "output %s changed from the machine's spec.providerID %s to %s: a machine's provider ID is set once; replace the machine",
+					OutputProviderID, truncate(ctx.ProviderID), truncate(out.ProviderID))
+			}
+			return err
+		})
+		optional(OutputAddresses, func(raw json.RawMessage) (err error) { out.Addresses, err = parseAddresses(raw); return err })
+		optional(OutputFailureDomain, func(raw json.RawMessage) error {
+			fd, err := parseString(OutputFailureDomain, raw, 256)
+			if err != nil {
+				return err
+			}
+			if ctx.MachineFailureDomain != "" && fd != ctx.MachineFailureDomain {
+				p.add(v1alpha1.ReasonFailureDomainMismatch, "output %s is %q but the Machine's spec.failureDomain is %q",
+					OutputFailureDomain, truncate(fd), truncate(ctx.MachineFailureDomain))
+				return nil
+			}
+			out.FailureDomain = fd
+			return nil
+		})
+		optional(OutputInterruptible, func(raw json.RawMessage) error {
+			if err := json.Unmarshal(raw, &out.Interruptible); err != nil {
+				return fmt.Errorf("output %s must be a bool", OutputInterruptible)
+			}
+			return nil
+		})
+	case v1alpha1.KindTerraformMachinePool:
+		required(OutputProviderIDList, func(raw json.RawMessage) (err error) {
+			out.ProviderIDList, err = ParseProviderIDList(raw)
+			out.HasProviderIDList = err == nil
+			return err
+		})
+		optional(OutputReplicas, func(raw json.RawMessage) error {
+			var n int32
+			if err := json.Unmarshal(raw, &n); err != nil || n < 0 {
+				return fmt.Errorf("output %s must be a number from 0", OutputReplicas)
+			}
+			out.Replicas = &n
+			return nil
+		})
+	}
+	if p.reason == "" {
+		out.Valid = Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOutputsValid, Message: "the contract outputs are valid"}
+	} else {
+		out.Valid = Condition{Status: metav1.ConditionFalse, Reason: p.reason, Message: strings.Join(p.msgs, "; ")}
+	}
+	out.Health = health(values)
+	return out
+}
+
+// health maps the output health to InfrastructureHealthy (SPEC K7, K8;
+// upstream A3-34): an object {state, healthy, message}. Without it the
+// infrastructure is healthy once provisioned; a null or unreadable one is
+// HealthUnknown.
+func health(values map[string]json.RawMessage) Condition {
+	raw, ok := values[OutputHealth]
+	if !ok {
+		return Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonHealthy, Message: "the module has no health output: healthy once provisioned"}
+	}
+	if isNull(raw) {
+		return Condition{Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonHealthUnknown, Message: "output health is null"}
+	}
+	var h struct {
+		State   *string `json:"state"`
+		Healthy *bool   `json:"healthy"`
+		Message string  `json:"message"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil || (h.State == nil && h.Healthy == nil) {
+		return Condition{Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonHealthUnknown,
+			Message: "output health must be an object with state (healthy, degraded, pending, provisioning, stopped, terminated, unhealthy) or healthy (a bool)"}
+	}
+	msg := h.Message
+	if len(msg) > maxHealthMessage {
+		msg = msg[:maxHealthMessage] + "..."
+	}
+	with := func(status metav1.ConditionStatus, reason v1alpha1.ConditionReason, def string) Condition {
+		if msg == "" {
+			msg = def
+		}
+		return Condition{Status: status, Reason: reason, Message: msg}
+	}
+	state := ""
+	if h.State != nil {
+		state = strings.ToLower(*h.State)
+	} else if *h.Healthy {
+		state = "healthy"
+	} else {
+		state = "unhealthy"
+	}
+	switch state {
+	case "healthy":
+		return with(metav1.ConditionTrue, v1alpha1.ReasonHealthy, "the module reports the infrastructure healthy")
+	case "degraded":
+		// Still serving: Ready stays True, the reason says it.
+		return with(metav1.ConditionTrue, v1alpha1.ReasonInstanceDegraded, "the module reports the infrastructure degraded")
+	case "pending":
+		return with(metav1.ConditionUnknown, v1alpha1.ReasonInstancePending, "the module reports the infrastructure pending")
+	case "provisioning":
+		return with(metav1.ConditionUnknown, v1alpha1.ReasonProvisioning, "the module reports the infrastructure provisioning")
+	case "stopped":
+		return with(metav1.ConditionFalse, v1alpha1.ReasonInstanceStopped, "the module reports the infrastructure stopped")
+	case "terminated":
+		return with(metav1.ConditionFalse, v1alpha1.ReasonInstanceTerminated, "the module reports the infrastructure terminated")
+	case "unhealthy":
+		return with(metav1.ConditionFalse, v1alpha1.ReasonInstanceUnhealthy, "the module reports the infrastructure unhealthy")
+	}
+	return Condition{Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonHealthUnknown,
+		Message: fmt.Sprintf("output health has an unknown state %q", truncate(state))}
+}
+
+// Ready is the Ready condition of a provisioned object (SPEC K8): it
+// follows InfrastructureHealthy and deletion, not the run in progress.
+func Ready(provisioned, deleting bool, health Condition) (Condition, bool) {
+	if !provisioned {
+		return Condition{}, false
+	}
+	if deleting {
+		return Condition{Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonDeleting, Message: "the object is being deleted"}, true
+	}
+	if health.Status == metav1.ConditionTrue {
+		msg := "provisioned and healthy"
+		if health.Reason != v1alpha1.ReasonHealthy {
+			msg = "provisioned; " + health.Message
+		}
+		return Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReady, Message: msg}, true
+	}
+	return Condition{Status: health.Status, Reason: health.Reason, Message: "InfrastructureHealthy: " + health.Message}, true
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// ParseEndpoint reads the output control_plane_endpoint: an object with
+// host and port ({"host": "h", "port": 6443}, the port a number or a
+// decimal string), or a "host:port" string ("[v6]:port" for IPv6).
+func ParseEndpoint(raw []byte) (v1alpha1.APIEndpoint, error) {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		host, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return v1alpha1.APIEndpoint{}, fmt.Errorf("%s: %q is not host:port ([v6]:port for IPv6)", OutputControlPlaneEndpoint, truncate(s))
+		}
+		return endpoint(host, port)
+	}
+	var o struct {
+		Host *string         `json:"host"`
+		Port json.RawMessage `json:"port"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil || o.Host == nil || o.Port == nil {
+		return v1alpha1.APIEndpoint{}, fmt.Errorf("%s must be an object with host and port, or a \"host:port\" string", OutputControlPlaneEndpoint)
+	}
+	var port string
+	if err := json.Unmarshal(o.Port, &port); err != nil {
+		port = string(bytes.TrimSpace(o.Port))
+	}
+	return endpoint(*o.Host, port)
+}
+
+func endpoint(host, port string) (v1alpha1.APIEndpoint, error) {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if err := checkField(OutputControlPlaneEndpoint+" host", host, MaxFieldLength); err != nil {
+		return v1alpha1.APIEndpoint{}, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return v1alpha1.APIEndpoint{}, fmt.Errorf("%s: port %q is not a number from 1 to 65535", OutputControlPlaneEndpoint, truncate(port))
+	}
+	return v1alpha1.APIEndpoint{Host: host, Port: int32(p)}, nil
+}
+
+// ParseProviderID reads the output provider_id: a string.
+func ParseProviderID(raw []byte) (string, error) {
+	return parseString(OutputProviderID, raw, MaxFieldLength)
+}
+
+// ParseProviderIDList reads the output provider_id_list: a list of
+// strings, returned sorted and without duplicates (SPEC K7: kept current
+// on every apply, so the order of the module's list must not cause a
+// write).
+func ParseProviderIDList(raw []byte) ([]string, error) {
+	var l []string
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, fmt.Errorf("%s must be a list of strings", OutputProviderIDList)
+	}
+	if len(l) > MaxProviderIDList {
+		return nil, fmt.Errorf("%s has %d items, more than %d", OutputProviderIDList, len(l), MaxProviderIDList)
+	}
+	for i, s := range l {
+		if err := checkField(fmt.Sprintf("%s[%d]", OutputProviderIDList, i), s, MaxFieldLength); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(l)
+	return slices.Compact(l), nil
+}
+
+func parseString(name string, raw []byte, maxLen int) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("output %s must be a string", name)
+	}
+	return s, checkField("output "+name, s, maxLen)
+}
+
+func parseFailureDomains(raw []byte) ([]v1alpha1.FailureDomain, error) {
+	// A list of {name, controlPlane, attributes}, or a map of name to
+	// {controlPlane, attributes} (Cluster API v1beta1's shape).
+	var list []v1alpha1.FailureDomain
+	if err := json.Unmarshal(raw, &list); err != nil {
+		var m map[string]struct {
+			ControlPlane *bool             `json:"controlPlane"`
+			Attributes   map[string]string `json:"attributes"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("output %s must be a list of {name, controlPlane, attributes} or a map of name to {controlPlane, attributes}", OutputFailureDomains)
+		}
+		for name, fd := range m {
+			list = append(list, v1alpha1.FailureDomain{Name: name, ControlPlane: fd.ControlPlane, Attributes: fd.Attributes})
+		}
+	}
+	if len(list) > maxFailureDomains {
+		return nil, fmt.Errorf("output %s has %d items, more than %d", OutputFailureDomains, len(list), maxFailureDomains)
+	}
+	seen := map[string]bool{}
+	for i, fd := range list {
+		if err := checkField(fmt.Sprintf("output %s[%d].name", OutputFailureDomains, i), fd.Name, 256); err != nil {
+			return nil, err
+		}
+		if seen[fd.Name] {
+			return nil, fmt.Errorf("output %s names %q twice", OutputFailureDomains, truncate(fd.Name))
+		}
+		seen[fd.Name] = true
+		if len(fd.Attributes) > 64 {
+			return nil, fmt.Errorf("output %s[%d] has more than 64 attributes", OutputFailureDomains, i)
+		}
+	}
+	slices.SortFunc(list, func(a, b v1alpha1.FailureDomain) int { return strings.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+var addressTypes = []v1alpha1.MachineAddressType{"Hostname", "ExternalIP", "InternalIP", "ExternalDNS", "InternalDNS"}
+
+func parseAddresses(raw []byte) ([]v1alpha1.MachineAddress, error) {
+	var list []v1alpha1.MachineAddress
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("output %s must be a list of {type, address}", OutputAddresses)
+	}
+	if len(list) > maxAddresses {
+		return nil, fmt.Errorf("output %s has %d items, more than %d", OutputAddresses, len(list), maxAddresses)
+	}
+	for i, a := range list {
+		if !slices.Contains(addressTypes, a.Type) {
+			return nil, fmt.Errorf("output %s[%d].type %q is not one of Hostname, ExternalIP, InternalIP, ExternalDNS, InternalDNS", OutputAddresses, i, truncate(string(a.Type)))
+		}
+		if err := checkField(fmt.Sprintf("output %s[%d].address", OutputAddresses, i), a.Address, 256); err != nil {
+			return nil, err
+		}
+	}
+	return list, nil
+}
+
+func checkField(what, s string, maxLen int) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty", what)
+	case len(s) > maxLen:
+		return fmt.Errorf("%s is %d bytes, more than %d", what, len(s), maxLen)
+	case strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return errors.New(what + " contains white space or control characters")
+	}
+	return nil
+}
+
+// truncate keeps an output's value short in a condition message (outputs
+// here are not sensitive: T4 never hands sensitive ones on).
+func truncate(s string) string {
+	const n = 64
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

@@ -1,0 +1,416 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+
+	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/contract"
+	"github.com/captf/captf/pkg/controllers/loop"
+)
+
+// SPEC section 18 in the reconcile: the controller gathers the Cluster API
+// objects from its caches (and one uncached read of a bootstrap Secret),
+// pkg/contract decides, and the pass writes.
+
+// maxBootstrapBytes bounds the bootstrap data a run takes: the inputs
+// reach the pod through a Secret (at most 1 MiB) as base64.
+const maxBootstrapBytes = 512 << 10
+
+// indexMembers indexes every TerraformMachine and TerraformMachinePool by
+// "<namespace>/<cluster.x-k8s.io/cluster-name label>": the members of a
+// cluster (K4: a cluster's destroy waits for them; a cluster's change
+// reaches them).
+const indexMembers = "captf.io/cluster-members"
+
+func memberKeys(obj interface{}) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	switch obj.(type) {
+	case *v1alpha1.TerraformMachine, *v1alpha1.TerraformMachinePool:
+	default:
+		return nil, nil
+	}
+	if l := m.GetLabels()[v1alpha1.LabelClusterName]; l != "" {
+		return []string{m.GetNamespace() + "/" + l}, nil
+	}
+	return nil, nil
+}
+
+// contractState is what one pass knows of the object's Cluster API side.
+type contractState struct {
+	// standalone: captf.io/standalone opts the object out of K2-K5.
+	standalone bool
+	// owners are its resolved owners (K2); zero when standalone.
+	owners contract.Owners
+	// paused and pausedBy: T5's annotation or the Cluster's spec.paused (K3).
+	paused   bool
+	pausedBy string
+	// cluster is, for a machine or pool, its TerraformCluster: the one its
+	// owners name, or for a standalone member the one SPEC 1.2 selects.
+	cluster *v1alpha1.TerraformCluster
+	// deps is DependenciesReady (K2, K4, K5).
+	deps contract.Decision
+	// inputs are the contract inputs an apply would run with now (K6);
+	// nil when dependencies are not ready or the object pins its inputs
+	// (a provisioned machine, K5).
+	inputs contract.Inputs
+}
+
+// resolveContract resolves the owners and the pause of w from the caches
+// (K2, K3). It makes no request.
+func (c *Controller) resolveContract(w *workload) {
+	cs := &w.contract
+	cs.standalone = contract.Standalone(w.obj)
+	ns := w.obj.GetNamespace()
+	if !cs.standalone {
+		cs.owners = contract.ResolveOwners(w.kind.name, w.obj, c.capi, c.capiServed)
+		if n := cs.owners.InfrastructureCluster; n != "" && w.kind.name != v1alpha1.KindTerraformCluster {
+			if o, ok, err := c.resolver.ClusterIndexer.GetByKey(ns + "/" + n); err == nil && ok {
+				cs.cluster, _ = o.(*v1alpha1.TerraformCluster)
+			}
+		}
+	} else if w.kind.name != v1alpha1.KindTerraformCluster {
+		// SPEC 1.2 by index (B13).
+		cs.cluster, _ = c.resolver.ClusterOf(ns, w.obj.GetLabels()[v1alpha1.LabelClusterName])
+	}
+	cs.paused, cs.pausedBy = contract.Paused(w.obj, cs.owners)
+}
+
+// provisioned reports whether status.initialization.provisioned is true.
+func provisioned(st *v1alpha1.WorkloadStatus) bool {
+	return st.Initialization != nil && st.Initialization.Provisioned != nil && *st.Initialization.Provisioned
+}
+
+// dependencyStep decides DependenciesReady (K2, K4, K5) and, when the
+// dependencies allow an apply, renders its inputs (K6). A machine or pool
+// that is not pinned reads its bootstrap data Secret uncached; nothing
+// else makes a request. An API error is returned for a retry.
+func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
+	cs := &w.contract
+	now := c.clock.Now()
+	var boot *contract.BootstrapData
+	if cs.standalone {
+		cs.deps = contract.StandaloneDecision()
+	} else {
+		g := contract.Gathered{Kind: w.kind.name, Owners: cs.owners}
+		if cs.cluster != nil {
+			g.ClusterFound = true
+			g.ClusterProvisioned = provisioned(&cs.cluster.Status)
+		}
+		pinned := w.kind.name == v1alpha1.KindTerraformMachine && provisioned(w.status)
+		if w.kind.name != v1alpha1.KindTerraformCluster && cs.owners.Resolved() && g.ClusterProvisioned && !pinned {
+			var err error
+			if boot, err = c.readBootstrap(ctx, w, &g); err != nil {
+				return err
+			}
+		}
+		cs.deps = contract.Dependencies(g)
+	}
+	status := metav1.ConditionFalse
+	if cs.deps.Ready {
+		status = metav1.ConditionTrue
+	}
+	setCondition(w, now, v1alpha1.ConditionDependenciesReady, status, cs.deps.Reason, "%s", cs.deps.Message)
+	if !cs.deps.Ready || (w.kind.name == v1alpha1.KindTerraformMachine && provisioned(w.status)) {
+		return nil
+	}
+	cs.inputs = contract.RenderInputs(contract.InputSources{
+		Kind: w.kind.name, Object: w.obj, Owners: cs.owners, Exports: c.exportsOf(cs.cluster), Bootstrap: boot,
+	})
+	return nil
+}
+
+// exportsOf returns a cluster's status.exports (K6: captf_cluster_outputs).
+func (c *Controller) exportsOf(tc *v1alpha1.TerraformCluster) []byte {
+	if tc == nil || tc.Status.Exports == nil {
+		return nil
+	}
+	return tc.Status.Exports.Raw
+}
+
+// readBootstrap reads the bootstrap data of a machine's Machine or a
+// pool's MachinePool (K5): the Secret its dataSecretName names, uncached.
+// What it finds is recorded in g; the data is returned when read.
+func (c *Controller) readBootstrap(ctx context.Context, w *workload, g *contract.Gathered) (*contract.BootstrapData, error) {
+	var name *string
+	switch {
+	case w.contract.owners.Machine != nil:
+		name = w.contract.owners.Machine.Spec.Bootstrap.DataSecretName
+	case w.contract.owners.MachinePool != nil:
+		name = w.contract.owners.MachinePool.Spec.Template.Spec.Bootstrap.DataSecretName
+	}
+	if name == nil || *name == "" {
+		g.Bootstrap = contract.BootstrapNoSecretName
+		return nil, nil
+	}
+	g.BootstrapSecret = *name
+	s, err := c.uncached.Kube.CoreV1().Secrets(w.obj.GetNamespace()).Get(ctx, *name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		g.Bootstrap = contract.BootstrapSecretNotFound
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading bootstrap data Secret %s/%s: %w", w.obj.GetNamespace(), *name, err)
+	}
+	value, ok := s.Data["value"]
+	switch {
+	case !ok:
+		g.Bootstrap, g.BootstrapProblem = contract.BootstrapInvalid, "it has no key value"
+		return nil, nil
+	case len(value) > maxBootstrapBytes:
+		g.Bootstrap, g.BootstrapProblem = contract.BootstrapInvalid, fmt.Sprintf("its value is %d bytes, more than %d", len(value), maxBootstrapBytes)
+		return nil, nil
+	}
+	format := string(s.Data["format"])
+	if len(format) > 64 {
+		g.Bootstrap, g.BootstrapProblem = contract.BootstrapInvalid, "its format is longer than 64 bytes"
+		return nil, nil
+	}
+	g.Bootstrap = contract.BootstrapRead
+	return &contract.BootstrapData{Value: value, Format: format}, nil
+}
+
+// clusterName is the Cluster API cluster a TerraformCluster belongs to:
+// the Cluster that names it, else its cluster-name label, else its name.
+func (c *Controller) clusterName(tc *v1alpha1.TerraformCluster, owners contract.Owners) string {
+	if owners.Cluster != nil {
+		return owners.Cluster.Name
+	}
+	if l := tc.Labels[v1alpha1.LabelClusterName]; l != "" {
+		return l
+	}
+	return tc.Name
+}
+
+// dependents returns the machines and pools of a cluster (K4) as
+// "kind/name", found by index.
+func (c *Controller) dependents(w *workload) ([]string, error) {
+	key := w.obj.GetNamespace() + "/" + c.clusterName(w.robj.(*v1alpha1.TerraformCluster), w.contract.owners)
+	var out []string
+	for _, kind := range []string{v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
+		objs, err := c.kinds[kind].informer.GetIndexer().ByIndex(indexMembers, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			out = append(out, kind+"/"+o.(metav1.Object).GetName())
+		}
+	}
+	return out, nil
+}
+
+// deletionBlocked decides K4 for a deleting TerraformCluster: its destroy
+// waits while machines or pools of the cluster exist. It sets
+// DeletionBlocked and reports whether the destroy waits. Their deletion
+// enqueues the cluster (addContractHandlers).
+func (c *Controller) deletionBlocked(w *workload) (bool, error) {
+	if w.kind.name != v1alpha1.KindTerraformCluster || w.contract.standalone {
+		return false, nil
+	}
+	deps, err := c.dependents(w)
+	if err != nil {
+		return false, err
+	}
+	blocked, reason, msg := contract.DeletionBlocked(deps)
+	status := metav1.ConditionFalse
+	if blocked {
+		status = metav1.ConditionTrue
+		setCondition(w, c.clock.Now(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonDependentsExist,
+			"the destroy Job waits: %s", msg)
+	}
+	setCondition(w, c.clock.Now(), v1alpha1.ConditionDeletionBlocked, status, reason, "%s", msg)
+	return blocked, nil
+}
+
+// addContractHandlers maps Cluster API events to the objects they affect:
+// a Cluster to the TerraformCluster it names and the members of the
+// cluster (K2, K3, K6); a Machine or MachinePool to the object it names
+// (K2, K5); and a member's deletion to its cluster (K4).
+func (c *Controller) addContractHandlers(inf Informers) error {
+	// The cache keeps only the fields the manager reads (pkg/capi): a
+	// change of anything else, status included, is no change.
+	changed := func(oldObj, newObj interface{}) bool {
+		return !equality.Semantic.DeepEqual(withoutVersion(oldObj), withoutVersion(newObj))
+	}
+	handler := func(fn func(obj interface{})) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc: fn,
+			UpdateFunc: func(oldObj, newObj interface{}) {
+				if changed(oldObj, newObj) {
+					fn(oldObj)
+					fn(newObj)
+				}
+			},
+			DeleteFunc: fn,
+		}
+	}
+	if i := c.capi.Clusters; i != nil {
+		if err := c.handle(i, handler(c.enqueueForCluster)); err != nil {
+			return err
+		}
+	}
+	if i := c.capi.Machines; i != nil {
+		if err := c.handle(i, handler(func(obj interface{}) {
+			if m, ok := loop.Unwrap(obj).(*capiv1.Machine); ok {
+				c.enqueueNamed(m.Namespace, m.Spec.InfrastructureRef, v1alpha1.KindTerraformMachine)
+			}
+		})); err != nil {
+			return err
+		}
+	}
+	if i := c.capi.MachinePools; i != nil {
+		if err := c.handle(i, handler(func(obj interface{}) {
+			if p, ok := loop.Unwrap(obj).(*capiv1.MachinePool); ok {
+				c.enqueueNamed(p.Namespace, p.Spec.Template.Spec.InfrastructureRef, v1alpha1.KindTerraformMachinePool)
+			}
+		})); err != nil {
+			return err
+		}
+	}
+	// K5: a pool re-applies when its bootstrap data changes (kubeadm
+	// rotates a pool's join token in the same Secret, upstream A4-12):
+	// the Secret's metadata watch maps a new version to the pools that
+	// use it, whose pass reads it uncached.
+	if i := c.capi.BootstrapSecrets; i != nil {
+		if err := c.handle(i, cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj interface{}) {
+				o, ok1 := oldObj.(metav1.Object)
+				n, ok2 := newObj.(metav1.Object)
+				if ok1 && ok2 && o.GetResourceVersion() != n.GetResourceVersion() {
+					c.enqueuePoolsOf(n)
+				}
+			},
+			AddFunc: func(obj interface{}) {
+				if m, ok := obj.(metav1.Object); ok {
+					c.enqueuePoolsOf(m)
+				}
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	// A member's deletion may unblock its cluster's destroy (K4); a
+	// cluster's provisioning or exports reach its members (K4, K6).
+	for _, kind := range []string{v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
+		if err := c.handle(c.kinds[kind].informer, cache.ResourceEventHandlerFuncs{DeleteFunc: c.enqueueClusterOf}); err != nil {
+			return err
+		}
+	}
+	return c.handle(inf.Clusters.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*v1alpha1.TerraformCluster)
+			n, ok2 := newObj.(*v1alpha1.TerraformCluster)
+			if ok1 && ok2 && (provisioned(&o.Status) != provisioned(&n.Status) || !equality.Semantic.DeepEqual(o.Status.Exports, n.Status.Exports)) {
+				c.enqueueAllMembers(n)
+			}
+		},
+	})
+}
+
+// withoutVersion is a copy of a cached Cluster API object without its
+// resourceVersion, to compare two versions' content.
+func withoutVersion(obj interface{}) interface{} {
+	switch o := obj.(type) {
+	case *capiv1.Cluster:
+		o = o.DeepCopy()
+		o.ResourceVersion = ""
+		return o
+	case *capiv1.Machine:
+		o = o.DeepCopy()
+		o.ResourceVersion = ""
+		return o
+	case *capiv1.MachinePool:
+		o = o.DeepCopy()
+		o.ResourceVersion = ""
+		return o
+	}
+	return obj
+}
+
+// enqueuePoolsOf enqueues the TerraformMachinePools whose MachinePool's
+// template names the bootstrap data Secret s (K5).
+func (c *Controller) enqueuePoolsOf(s metav1.Object) {
+	for _, p := range c.capi.PoolsUsingBootstrapSecret(s.GetNamespace(), s.GetName()) {
+		c.enqueueNamed(p.Namespace, p.Spec.Template.Spec.InfrastructureRef, v1alpha1.KindTerraformMachinePool)
+	}
+}
+
+// enqueueForCluster enqueues the TerraformCluster a Cluster names and the
+// machines and pools of the cluster.
+func (c *Controller) enqueueForCluster(obj interface{}) {
+	cl, ok := loop.Unwrap(obj).(*capiv1.Cluster)
+	if !ok {
+		return
+	}
+	c.enqueueNamed(cl.Namespace, cl.Spec.InfrastructureRef, v1alpha1.KindTerraformCluster)
+	c.enqueueMembersKey(cl.Namespace + "/" + cl.Name)
+}
+
+// enqueueNamed enqueues the object of kind ref names in ns, if it is one.
+func (c *Controller) enqueueNamed(ns string, ref capiv1.ObjectReference, kind string) {
+	if ref.APIGroup == v1alpha1.SchemeGroupVersion.Group && ref.Kind == kind && ref.Name != "" {
+		c.Enqueue(kind, cache.ObjectName{Namespace: ns, Name: ref.Name})
+	}
+}
+
+// enqueueAllMembers enqueues every machine and pool of a TerraformCluster's
+// cluster: those labelled with its cluster name, whichever Cluster names it.
+func (c *Controller) enqueueAllMembers(tc *v1alpha1.TerraformCluster) {
+	names := []string{tc.Name}
+	if l := tc.Labels[v1alpha1.LabelClusterName]; l != "" {
+		names = append(names, l)
+	}
+	for _, cl := range c.capi.ClustersNaming(tc.Namespace, v1alpha1.KindTerraformCluster, tc.Name) {
+		names = append(names, cl.Name)
+	}
+	slices.Sort(names)
+	for _, n := range slices.Compact(names) {
+		c.enqueueMembersKey(tc.Namespace + "/" + n)
+	}
+}
+
+// enqueueMembersKey enqueues the machines and pools indexed under key.
+func (c *Controller) enqueueMembersKey(key string) {
+	for _, kind := range []string{v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
+		objs, err := c.kinds[kind].informer.GetIndexer().ByIndex(indexMembers, key)
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		for _, o := range objs {
+			if k, ok := loop.KeyOf(o); ok {
+				c.Enqueue(kind, k)
+			}
+		}
+	}
+}
+
+// enqueueClusterOf enqueues the TerraformClusters a deleted member may
+// hold back (K4): the one its Cluster names and the one SPEC 1.2 selects.
+func (c *Controller) enqueueClusterOf(obj interface{}) {
+	m, ok := loop.Unwrap(obj).(metav1.Object)
+	if !ok {
+		return
+	}
+	ns, label := m.GetNamespace(), m.GetLabels()[v1alpha1.LabelClusterName]
+	if label == "" {
+		return
+	}
+	if cl, ok := c.capi.Cluster(ns, label); ok {
+		c.enqueueNamed(ns, cl.Spec.InfrastructureRef, v1alpha1.KindTerraformCluster)
+	}
+	if tc, err := c.resolver.ClusterOf(ns, label); err == nil && tc != nil {
+		c.Enqueue(v1alpha1.KindTerraformCluster, cache.ObjectName{Namespace: ns, Name: tc.Name})
+	}
+}

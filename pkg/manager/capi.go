@@ -1,0 +1,53 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/captf/captf/pkg/capi"
+)
+
+// newCAPI builds the Cluster API informers (SPEC K2-K6) for what the API
+// server serves at start-up: Cluster API is optional, and objects marked
+// captf.io/standalone run without it. Installing Cluster API later needs
+// a restart of the manager to be seen (docs/deploy.md).
+func newCAPI(ctx context.Context, cfg *rest.Config, d discovery.DiscoveryInterface) (*capi.Informers, bool, error) {
+	served, err := capi.Discover(d)
+	if err != nil {
+		return nil, false, err
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("Cluster API client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, false, fmt.Errorf("metadata client: %w", err)
+	}
+	inf, err := capi.NewInformers(client, meta, served, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	klog.FromContext(ctx).Info("Cluster API", "clusters", served.Clusters, "machines", served.Machines, "machinePools", served.MachinePools)
+	return inf, served.Any(), nil
+}
+
+// waitCAPI waits for the Cluster API informers and reports whether they
+// synced.
+func waitCAPI(ctx context.Context, inf *capi.Informers) bool {
+	if inf == nil {
+		return true
+	}
+	var synced []cache.InformerSynced
+	for _, i := range inf.All() {
+		synced = append(synced, i.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
