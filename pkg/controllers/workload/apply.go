@@ -89,8 +89,8 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 		}
 	}
 	// The finalizer goes first: an object whose apply Job exists must never
-	// be deleted without a destroy.
-	if w, err = c.setFinalizer(ctx, w, true); err != nil {
+	// be deleted without a destroy; and the block-move mark (K11).
+	if w, err = c.prepareStart(ctx, w); err != nil {
 		return w, err
 	}
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, plan)

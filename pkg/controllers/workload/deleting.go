@@ -189,6 +189,12 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 			"%v: fix spec.variables and the destroy Job starts (SPEC T3), or set annotation %s=%s", err, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil
 	}
+	// K11: clusterctl move waits while the destroy runs.
+	stored, err := c.prepareStart(ctx, w)
+	if err != nil {
+		return err
+	}
+	*w = *stored
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, plan)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -199,4 +200,92 @@ func (c *Controller) adoptApplied(ctx context.Context, w *workload, inputsHash s
 func deletionForMove(w *workload) bool {
 	_, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationDeleteForMove]
 	return ok && paused(w)
+}
+
+// blockMoveValue is the manager's value of clusterctl's block-move
+// annotation; one with another value is someone else's and stays.
+const blockMoveValue = "captf: a Job is starting or running"
+
+// blockingMove reports whether w carries the manager's block-move mark.
+func blockingMove(w *workload) bool {
+	return w.obj.GetAnnotations()[v1alpha1.AnnotationBlockMove] == blockMoveValue
+}
+
+// setBlockMoveOn sets or removes the manager's block-move mark on w's
+// object (no write); a value someone else set is left alone.
+func setBlockMoveOn(w *workload, present bool) {
+	a := maps.Clone(w.obj.GetAnnotations())
+	switch {
+	case present:
+		if _, set := a[v1alpha1.AnnotationBlockMove]; set {
+			return
+		}
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[v1alpha1.AnnotationBlockMove] = blockMoveValue
+	case blockingMove(w):
+		delete(a, v1alpha1.AnnotationBlockMove)
+	default:
+		return
+	}
+	w.obj.SetAnnotations(a)
+}
+
+// prepareStart is the write before a Job of w is created: the finalizer
+// (an object whose apply Job exists is never deleted without a destroy,
+// J8) and clusterctl's block-move mark (K11: a move waits for the Job
+// instead of cutting its run in half), in one update.
+//
+// A standalone object (captf.io/standalone) is in no Cluster's move graph:
+// it gets no mark, so its runs cost no extra writes.
+func (c *Controller) prepareStart(ctx context.Context, w *workload) (*workload, error) {
+	_, marked := w.obj.GetAnnotations()[v1alpha1.AnnotationBlockMove]
+	if w.contract.standalone {
+		return c.setFinalizer(ctx, w, true)
+	}
+	if hasFinalizer(w) && marked {
+		return w, nil
+	}
+	return c.updateMeta(ctx, w, "the finalizer and block-move mark", func() {
+		setFinalizerOn(w, true)
+		setBlockMoveOn(w, true)
+	})
+}
+
+// jobActive reports whether a Job of w may be starting or running: one
+// the cache shows unfinished, or the one status.lastJob names when the
+// cache does not show it yet and no run record names it (K11).
+func jobActive(w *workload, set jobSet) bool {
+	if set.running != nil {
+		return true
+	}
+	last := w.status.LastJob
+	if last == nil {
+		return false
+	}
+	for _, j := range set.all {
+		if j.Name == last.Name {
+			return false // cached, and finished
+		}
+	}
+	for _, rec := range []*v1alpha1.RunRecord{w.status.LastApply, w.status.LastDestroy} {
+		if rec != nil && rec.JobName == last.Name {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseMove removes the manager's block-move mark once no Job of w is
+// starting or running (K11).
+func (c *Controller) releaseMove(ctx context.Context, w *workload) (*workload, error) {
+	if !blockingMove(w) {
+		return w, nil
+	}
+	set, err := c.jobsOf(w)
+	if err != nil || jobActive(w, set) {
+		return w, err
+	}
+	return c.updateMeta(ctx, w, "the block-move mark", func() { setBlockMoveOn(w, false) })
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -183,3 +184,86 @@ func TestK11CopiedProviderFieldsMarkIgnored(t *testing.T) {
 }
 
 var _ runtime.Object = (*corev1.Secret)(nil)
+
+// K11: an object of a Cluster carries clusterctl's block-move annotation,
+// written before its Job is created, for as long as the Job runs; the
+// first pass after the Job finished removes it. A standalone object is in
+// no move graph and gets no mark; a value someone else set stays.
+func TestK11BlockMoveWhileAJobRuns(t *testing.T) {
+	f := newFixture(t)
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), newCluster("tc1", withCAPI))
+	f.seedCAPI(capiCluster(capiClusterName, "tc1"))
+	f.catchUp()
+	require.NoError(t, f.sync(kindCluster, "tc1"))
+
+	jobsCreated := f.createdJobs()
+	require.Len(t, jobsCreated, 1)
+	var marked, created int = -1, -1
+	for i, w := range f.writes() {
+		switch w {
+		case "update terraformclusters " + testNS + "/tc1":
+			if marked < 0 {
+				marked = i
+			}
+		case "create jobs " + testNS + "/" + jobsCreated[0].Name:
+			created = i
+		}
+	}
+	require.True(t, marked >= 0 && marked < created, "the mark is written before the Job is created: %v", f.writes())
+	stored := f.storedObj(kindCluster, "tc1")
+	require.Equal(t, blockMoveValue, stored.GetAnnotations()[v1alpha1.AnnotationBlockMove])
+	require.Contains(t, stored.GetFinalizers(), v1alpha1.FinalizerDestroy)
+
+	// Still running: the mark stays.
+	f.catchUp()
+	require.NoError(t, f.sync(kindCluster, "tc1"))
+	require.Equal(t, blockMoveValue, f.storedObj(kindCluster, "tc1").GetAnnotations()[v1alpha1.AnnotationBlockMove])
+
+	f.finishJob(jobsCreated[0].Name, jobSucceeded)
+	f.catchUp()
+	require.NoError(t, f.sync(kindCluster, "tc1"))
+	require.NotContains(t, f.storedObj(kindCluster, "tc1").GetAnnotations(), v1alpha1.AnnotationBlockMove, "removed once the Job finished")
+}
+
+func TestK11BlockMoveMarkOnlyOurs(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		initial map[string]string
+		present bool
+		want    map[string]string
+	}{
+		{"set", nil, true, map[string]string{v1alpha1.AnnotationBlockMove: blockMoveValue}},
+		{"someone else's value kept on set", map[string]string{v1alpha1.AnnotationBlockMove: "backup"}, true, map[string]string{v1alpha1.AnnotationBlockMove: "backup"}},
+		{"ours removed", map[string]string{v1alpha1.AnnotationBlockMove: blockMoveValue, "a": "b"}, false, map[string]string{"a": "b"}},
+		{"someone else's value kept on removal", map[string]string{v1alpha1.AnnotationBlockMove: "backup"}, false, map[string]string{v1alpha1.AnnotationBlockMove: "backup"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := wrapCluster(newCluster("obj", func(o metav1.Object) { o.SetAnnotations(tt.initial) }))
+			setBlockMoveOn(w, tt.present)
+			require.Equal(t, tt.want, w.obj.GetAnnotations())
+		})
+	}
+}
+
+func TestK11JobActive(t *testing.T) {
+	running := newJob(kindCluster, newCluster("obj"), v1alpha1.JobActionApply, 1, jobRunning)
+	done := newJob(kindCluster, newCluster("obj"), v1alpha1.JobActionApply, 1, jobSucceeded)
+	for _, tt := range []struct {
+		name   string
+		set    jobSet
+		status v1alpha1.WorkloadStatus
+		want   bool
+	}{
+		{"no Job ever", newJobSet(nil), v1alpha1.WorkloadStatus{}, false},
+		{"a running Job", newJobSet([]*batchv1.Job{running}), v1alpha1.WorkloadStatus{LastJob: &v1alpha1.JobReference{Name: running.Name}}, true},
+		{"the last Job finished", newJobSet([]*batchv1.Job{done}), v1alpha1.WorkloadStatus{LastJob: &v1alpha1.JobReference{Name: done.Name}}, false},
+		{"the last Job not cached yet", newJobSet(nil), v1alpha1.WorkloadStatus{LastJob: &v1alpha1.JobReference{Name: "new"}}, true},
+		{"the last Job gone, its run recorded", newJobSet(nil), v1alpha1.WorkloadStatus{LastJob: &v1alpha1.JobReference{Name: "old"}, LastApply: &v1alpha1.RunRecord{JobName: "old"}}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := wrapCluster(newCluster("obj"))
+			*w.status = tt.status
+			require.Equal(t, tt.want, jobActive(w, tt.set))
+		})
+	}
+}

@@ -165,6 +165,12 @@ const (
 	// ReasonWaitingForBootstrapData: a machine or pool waits for its
 	// owner's bootstrap data Secret (K5).
 	ReasonWaitingForBootstrapData ConditionReason = "WaitingForBootstrapData"
+	// ReasonVariablesSourceNotFound: a spec.variablesFrom source that is not
+	// optional is missing or not labelled captf.io/variables=true (O9).
+	ReasonVariablesSourceNotFound ConditionReason = "VariablesSourceNotFound"
+	// ReasonVariablesInvalid: a variablesFrom source's keys or values break
+	// T3's rules or its format (O9).
+	ReasonVariablesInvalid ConditionReason = "VariablesInvalid"
 )
 
 // Reasons of OutputsValid (SPEC K7; upstream A1-160).

@@ -64,6 +64,9 @@ const (
 	// AnnotationDeleteForMove marks clusterctl move's deletion of a source
 	// copy: no destroy, the state is kept (K11).
 	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+	// LabelVariables, set to "true" on a ConfigMap or Secret, lets objects
+	// of its namespace take variables from it (SPEC O9).
+	LabelVariables = "captf.io/variables"
 	// AnnotationStandalone, set to "true" on a workload object, opts it out
 	// of SPEC K2-K5: it runs without Cluster API owners, pause, order or
 	// bootstrap data (for tests and users without Cluster API).
