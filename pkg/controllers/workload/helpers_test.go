@@ -327,7 +327,9 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 	case k8stesting.UpdateAction:
 		rec.obj = x.GetObject().DeepCopyObject()
 	case k8stesting.PatchAction:
-		rec.obj = f.patched(x)
+		if x.GetResource().Group == v1alpha1.SchemeGroupVersion.Group {
+			rec.obj = f.patched(x) // a workload object (mirrors are patched too, P3)
+		}
 	}
 	switch x := a.(type) {
 	case k8stesting.GetAction:
