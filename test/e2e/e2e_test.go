@@ -759,7 +759,7 @@ func (e *env) checkOutputs(ctx context.Context, t *testing.T, resourceID string)
 	if ep := c.Spec.ControlPlaneEndpoint; ep.Host != wantHost || ep.Port != 6443 {
 		t.Errorf("T5: spec.controlPlaneEndpoint %+v, want %s:6443", ep, wantHost)
 	}
-	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprint(c.Generation) {
+	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprintf("%d/%s", c.Generation, c.UID) {
 		t.Errorf("T5: %s=%q on generation %d", v1alpha1.AnnotationProviderFieldsGeneration, got, c.Generation)
 	}
 	e.waitFor(ctx, t, time.Minute, "a pass over the generation the manager's write made", func() (bool, string) {

@@ -76,9 +76,21 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if !start {
 		return c.keepFinalizer(ctx, w, set)
 	}
+	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
+		// K11: a moved or restored copy whose state records this spec as
+		// applied adopts it instead of applying again.
+		rec, err := c.adoptApplied(ctx, w, w.contract.inputs.Hash(), now)
+		if err != nil {
+			return w, err
+		}
+		if rec != nil {
+			c.reportRecord(w, v1alpha1.JobActionApply, rec, "", time.Time{}, now)
+			return c.setFinalizer(ctx, w, true)
+		}
+	}
 	// The finalizer goes first: an object whose apply Job exists must never
-	// be deleted without a destroy.
-	if w, err = c.setFinalizer(ctx, w, true); err != nil {
+	// be deleted without a destroy; and the block-move mark (K11).
+	if w, err = c.prepareStart(ctx, w); err != nil {
 		return w, err
 	}
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, plan)

@@ -175,6 +175,12 @@ const (
 	// ReasonWaitingForBootstrapData: a machine or pool waits for its
 	// owner's bootstrap data Secret (K5).
 	ReasonWaitingForBootstrapData ConditionReason = "WaitingForBootstrapData"
+	// ReasonVariablesSourceNotFound: a spec.variablesFrom source that is not
+	// optional is missing or not labelled captf.io/variables=true (O9).
+	ReasonVariablesSourceNotFound ConditionReason = "VariablesSourceNotFound"
+	// ReasonVariablesInvalid: a variablesFrom source's keys or values break
+	// T3's rules or its format (O9).
+	ReasonVariablesInvalid ConditionReason = "VariablesInvalid"
 )
 
 // Reasons of OutputsValid (SPEC K7; upstream A1-160).
@@ -305,4 +311,11 @@ const (
 	// EventImagePullFailed (Warning, workload): a Job's image cannot be
 	// pulled (SPEC O2).
 	EventImagePullFailed = "ImagePullFailed"
+	// EventStateAdopted (Normal, workload): the state records the object's
+	// spec as applied, so no apply Job runs for it (K11: a moved or
+	// restored object).
+	EventStateAdopted = "StateAdopted"
+	// EventMovedAway (Normal, workload): clusterctl move deleted the source
+	// copy; no destroy, the state was kept (K11).
+	EventMovedAway = "MovedAway"
 )
