@@ -82,6 +82,13 @@ type config struct {
 	// values are redacted from it.
 	result, image, credentials string
 
+	// imageRoot is --image-root: where upstream's module images keep the
+	// module, the runtime and a provider mirror (SPEC O10).
+	imageRoot string
+	// chdirSet and terraformSet: the flags were given, so the image
+	// layout does not choose them.
+	chdirSet, terraformSet bool
+
 	// State in the kubernetes backend (SPEC T2): both or neither.
 	stateNamespace, stateSuffix string
 	stateKubeconfig             string // out of cluster only, absolute
@@ -122,6 +129,18 @@ func execute(ctx context.Context, cfg config, environ []string, stdout, stderr i
 	other := runresult.KindRunner
 
 	var err error
+	// SPEC O10: an image laid out as upstream's (/captf/module,
+	// /captf/runtime, /captf/providers) runs unchanged; flags given win.
+	layout := detectLayout(cfg.imageRoot)
+	if !cfg.chdirSet && layout.module != "" {
+		cfg.chdir = layout.module
+	}
+	if !cfg.terraformSet && layout.runtime != "" {
+		cfg.terraform = layout.runtime
+	}
+	if layout.found() {
+		fmt.Fprintf(stderr, "captf runner: image layout under %s (SPEC O10): %s\n", cfg.imageRoot, layout)
+	}
 	if cfg.chdir == "" {
 		if cfg.chdir, err = os.Getwd(); err != nil {
 			return fail(other, "cannot determine the working directory: %v; set the module directory with --chdir", err)
@@ -221,6 +240,25 @@ func execute(ctx context.Context, cfg config, environ []string, stdout, stderr i
 			return fail(other, "creating the home directory: %v", err)
 		}
 	}
+	// SPEC O10 (A3-04): the image's provider mirror, through a CLI
+	// configuration of the runner's (the Job's environment cannot name
+	// one: envfilter drops TF_*).
+	var cliConfig string
+	if layout.providers != "" {
+		cliDir := cfg.home
+		if cliDir == "" && cfg.workdir != "" {
+			cliDir = dir
+		}
+		if cliDir == "" {
+			fmt.Fprintf(stderr, "captf runner: provider mirror %s not used: neither --home nor --workdir gives a place for its CLI configuration\n", layout.providers)
+		} else {
+			cliConfig = filepath.Join(cliDir, CLIConfigFile)
+			if err := writeFile(cliConfig, providerMirrorConfig(layout.providers)); err != nil {
+				return fail(other, "writing %s: %v", cliConfig, err)
+			}
+			fmt.Fprintf(stderr, "captf runner: providers from the image's mirror %s first (%s)\n", layout.providers, cliConfig)
+		}
+	}
 
 	kept, dropped := envfilter.Filter(environ)
 	logDropped(stderr, dropped)
@@ -235,6 +273,9 @@ func execute(ctx context.Context, cfg config, environ []string, stdout, stderr i
 	// closed.
 	if _, ok := lookupEnv(kept, "CHECKPOINT_DISABLE"); !ok {
 		kept = append(kept, "CHECKPOINT_DISABLE=1")
+	}
+	if cliConfig != "" {
+		kept = append(kept, "TF_CLI_CONFIG_FILE="+cliConfig)
 	}
 	// A shell's cd would update PWD, and os/exec only does it when it builds
 	// the environment itself; without this Terraform would see the runner's
@@ -299,7 +340,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset.StringVar(&cfg.image, "image", "", "the module image, named in the result document (SPEC O1)")
 	fset.StringVar(&cfg.credentials, "credentials", DefaultCredentialsDir, "directory of the credential files (SPEC J2), whose values never reach the result document; a missing directory is skipped")
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
+	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
 	err := fset.Parse(args[1:])
+	fset.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "chdir":
+			cfg.chdirSet = true
+		case "terraform":
+			cfg.terraformSet = true
+		}
+	})
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fset.SetOutput(stderr)
