@@ -51,14 +51,14 @@ const (
 // Documents are every Document, for metrics.
 var Documents = []Document{DocumentRead, DocumentNone, DocumentInvalid, DocumentUnread}
 
-// MaxSummary bounds status.lastRun.error.summary.
+// MaxSummary bounds Error.Summary (status.lastRun.error.summary in SPEC O1).
 const MaxSummary = 1024
 
 // Run is how a run ended.
 type Run struct {
-	Outcome v1alpha1.RunOutcome
+	Outcome Outcome
 	// Kind, Step, ExitCode and Summary say why it did not succeed.
-	Kind     v1alpha1.RunErrorKind
+	Kind     ErrorKind
 	Step     string
 	ExitCode *int32
 	Summary  string
@@ -98,10 +98,10 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 	run := Run{Result: doc, Document: document}
 	switch outcome {
 	case jobs.Succeeded:
-		run.Outcome = v1alpha1.RunSucceeded
+		run.Outcome = Succeeded
 		return run
 	case jobs.DeadlineExceeded:
-		run.Outcome, run.Kind = v1alpha1.RunDeadlineExceeded, v1alpha1.RunErrorDeadline
+		run.Outcome, run.Kind = DeadlineExceeded, ErrorDeadline
 		run.Summary = "the Job ran past spec.jobs.activeDeadlineSeconds"
 		if msg != "" {
 			run.Summary += " (" + bounded(msg, 256) + ")"
@@ -111,7 +111,7 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 		}
 		return run
 	}
-	run.Outcome = v1alpha1.RunFailed
+	run.Outcome = Failed
 	switch {
 	case jobs.Disrupted(job):
 		why := "the Job's pod was disrupted: evicted, preempted, or its node was lost"
@@ -133,7 +133,7 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 		run.Step = doc.Error.Step
 		return interrupted(run, CauseStopped, doc.Error.Tail)
 	case pod.PullFailure != nil:
-		run.Kind, run.Image = v1alpha1.RunErrorImagePull, pod.PullFailure.Image
+		run.Kind, run.Image = ErrorImagePull, pod.PullFailure.Image
 		run.Summary = bounded(PullMessage(pod.PullFailure), MaxSummary)
 		return run
 	case doc != nil && doc.Error != nil:
@@ -164,18 +164,18 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 // Vanished is a Job that was deleted while it ran (upstream A3-89): an
 // interruption, so its action stays due and runs again at once.
 func Vanished(action v1alpha1.JobAction) Run {
-	return interrupted(Run{Outcome: v1alpha1.RunFailed, Document: DocumentUnread}, CauseJobDeleted,
+	return interrupted(Run{Outcome: Failed, Document: DocumentUnread}, CauseJobDeleted,
 		fmt.Sprintf("the Job was deleted while it ran; its %s stays due and runs again", action))
 }
 
 func interrupted(run Run, cause Cause, why string) Run {
-	run.Outcome, run.Kind, run.Cause = v1alpha1.RunInterrupted, v1alpha1.RunErrorInterrupted, cause
+	run.Outcome, run.Kind, run.Cause = Interrupted, ErrorInterrupted, cause
 	run.Summary = bounded(why, MaxSummary)
 	return run
 }
 
 func unknown(run Run, why string) Run {
-	run.Kind = v1alpha1.RunErrorUnknown
+	run.Kind = ErrorUnknown
 	run.Summary = bounded(why, MaxSummary)
 	if run.Summary == "" {
 		run.Summary = "the Job failed and neither its pod nor a result document says why"
@@ -198,18 +198,18 @@ func readDocument(pod Pod) (*runresult.Result, string, Document) {
 	return r, "", DocumentRead
 }
 
-func kindOf(k runresult.Kind) v1alpha1.RunErrorKind {
+func kindOf(k runresult.Kind) ErrorKind {
 	switch k {
 	case runresult.KindStep:
-		return v1alpha1.RunErrorStep
+		return ErrorStep
 	case runresult.KindImageLayout:
-		return v1alpha1.RunErrorImageLayout
+		return ErrorImageLayout
 	case runresult.KindInterrupted:
-		return v1alpha1.RunErrorInterrupted
+		return ErrorInterrupted
 	case runresult.KindRunner:
-		return v1alpha1.RunErrorRunner
+		return ErrorRunner
 	}
-	return v1alpha1.RunErrorUnknown
+	return ErrorUnknown
 }
 
 // PullGrace is how long a Job whose pod cannot pull an image is left to
@@ -238,7 +238,7 @@ func StopForPull(job *batchv1.Job, pf *PullFailure, generation int64, now time.T
 // Pulled is the classification of a Job the manager ended because its
 // image cannot be pulled.
 func Pulled(pf *PullFailure) Run {
-	return Run{Outcome: v1alpha1.RunFailed, Kind: v1alpha1.RunErrorImagePull, Image: pf.Image,
+	return Run{Outcome: Failed, Kind: ErrorImagePull, Image: pf.Image,
 		Summary: bounded(PullMessage(pf), MaxSummary), Document: DocumentUnread}
 }
 
@@ -255,27 +255,28 @@ func PullMessage(pf *PullFailure) string {
 	return msg
 }
 
-// LastRun is status.lastRun for the recorded run rec of action, classified
-// as run (SPEC O1).
-func LastRun(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *v1alpha1.LastRun {
-	out := &v1alpha1.LastRun{
+// NewRecord is the record of the run rec (as status.lastApply or
+// status.lastDestroy holds it) of action, classified as run (SPEC O1):
+// its outcome is the classification's.
+func NewRecord(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *Record {
+	out := &Record{
 		Job: rec.JobName, Operation: action, Generation: rec.Generation, Attempt: rec.Attempt,
-		Outcome: rec.Outcome, FinishTime: metav1.NewTime(rec.FinishTime.Time),
+		Outcome: run.Outcome, FinishTime: metav1.NewTime(rec.FinishTime.Time),
 	}
 	if d := run.Result; d != nil {
 		out.Image, out.RuntimeVersion = d.Image, d.Runtime
 		for _, s := range d.Steps {
-			out.Steps = append(out.Steps, v1alpha1.RunStep{Name: s.Name, ExitCode: int32(s.ExitCode), DurationMilliseconds: s.DurationMilliseconds})
+			out.Steps = append(out.Steps, Step{Name: s.Name, ExitCode: int32(s.ExitCode), DurationMilliseconds: s.DurationMilliseconds})
 		}
 		if c := d.Changes; c != nil {
-			out.Changes = &v1alpha1.RunChanges{Create: int32(c.Create), Update: int32(c.Update), Replace: int32(c.Replace), Delete: int32(c.Delete)}
+			out.Changes = &Changes{Create: int32(c.Create), Update: int32(c.Update), Replace: int32(c.Replace), Delete: int32(c.Delete)}
 		}
 	}
 	if run.Image != "" {
 		out.Image = run.Image
 	}
 	if run.Kind != "" {
-		out.Error = &v1alpha1.RunError{Kind: run.Kind, Step: run.Step, ExitCode: run.ExitCode, Summary: run.Summary}
+		out.Error = &Error{Kind: run.Kind, Step: run.Step, ExitCode: run.ExitCode, Summary: run.Summary}
 	}
 	return out
 }
@@ -283,24 +284,24 @@ func LastRun(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *v1alp
 // Headline words why a run did not succeed in one line, for a condition's
 // message and an event: the step, the exit code and the summary's first
 // line. "" for a success.
-func Headline(l *v1alpha1.LastRun) string {
+func Headline(l *Record) string {
 	if l == nil || l.Error == nil {
 		return ""
 	}
 	e := l.Error
 	var b strings.Builder
 	switch e.Kind {
-	case v1alpha1.RunErrorStep:
+	case ErrorStep:
 		fmt.Fprintf(&b, "step %s failed", e.Step)
-	case v1alpha1.RunErrorImageLayout:
+	case ErrorImageLayout:
 		b.WriteString("the image is not a module image")
-	case v1alpha1.RunErrorImagePull:
+	case ErrorImagePull:
 		b.WriteString("an image cannot be pulled")
-	case v1alpha1.RunErrorInterrupted:
+	case ErrorInterrupted:
 		b.WriteString("interrupted")
-	case v1alpha1.RunErrorDeadline:
+	case ErrorDeadline:
 		b.WriteString("deadline exceeded")
-	case v1alpha1.RunErrorRunner:
+	case ErrorRunner:
 		b.WriteString("the runner failed")
 	default:
 		b.WriteString("failed")
@@ -326,7 +327,7 @@ func firstLine(s string) string {
 
 // Plan words planned changes: "1 to create, 0 to update, 0 to replace, 0
 // to delete".
-func Plan(c *v1alpha1.RunChanges) string {
+func Plan(c *Changes) string {
 	if c == nil {
 		return ""
 	}
@@ -335,15 +336,15 @@ func Plan(c *v1alpha1.RunChanges) string {
 
 // Summary words a recorded run for the RunFinished event: what ran, how
 // it ended, and its planned changes or why it failed.
-func Summary(l *v1alpha1.LastRun) string {
+func Summary(l *Record) string {
 	what := fmt.Sprintf("%s Job %s (generation %d, attempt %d)", l.Operation, l.Job, l.Generation, l.Attempt)
 	var b strings.Builder
 	switch l.Outcome {
-	case v1alpha1.RunSucceeded:
+	case Succeeded:
 		b.WriteString(what + " succeeded")
-	case v1alpha1.RunInterrupted:
+	case Interrupted:
 		b.WriteString(what + " was interrupted")
-	case v1alpha1.RunDeadlineExceeded:
+	case DeadlineExceeded:
 		b.WriteString(what + " ran past its deadline")
 	default:
 		b.WriteString(what + " failed")
@@ -360,7 +361,7 @@ func Summary(l *v1alpha1.LastRun) string {
 	return b.String()
 }
 
-func durationOf(steps []v1alpha1.RunStep) time.Duration {
+func durationOf(steps []Step) time.Duration {
 	var ms int64
 	for _, s := range steps {
 		ms += s.DurationMilliseconds

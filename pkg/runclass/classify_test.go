@@ -47,8 +47,8 @@ func TestFinishedO2(t *testing.T) {
 		name     string
 		job      *batchv1.Job
 		pod      Pod
-		outcome  v1alpha1.RunOutcome
-		kind     v1alpha1.RunErrorKind
+		outcome  Outcome
+		kind     ErrorKind
 		cause    Cause
 		document Document
 		step     string
@@ -56,48 +56,48 @@ func TestFinishedO2(t *testing.T) {
 		summary  string // a part of it
 	}{
 		{name: "complete", job: job(batchv1.JobComplete, "CompletionsReached"), pod: Pod{Claims: 1, Message: doc(t, runresult.Result{})},
-			outcome: v1alpha1.RunSucceeded, document: DocumentRead},
+			outcome: Succeeded, document: DocumentRead},
 		{name: "complete without a document", job: job(batchv1.JobComplete, "CompletionsReached"), pod: Pod{Claims: 1},
-			outcome: v1alpha1.RunSucceeded, document: DocumentNone},
+			outcome: Succeeded, document: DocumentNone},
 		{name: "deadline", job: job(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded),
 			pod:     Pod{Claims: 1, Deleted: true, Message: doc(t, runresult.Result{Error: &runresult.Error{Kind: runresult.KindInterrupted, Step: "apply"}})},
-			outcome: v1alpha1.RunDeadlineExceeded, kind: v1alpha1.RunErrorDeadline, document: DocumentRead, step: "apply", summary: "activeDeadlineSeconds (msg of DeadlineExceeded)"},
+			outcome: DeadlineExceeded, kind: ErrorDeadline, document: DocumentRead, step: "apply", summary: "activeDeadlineSeconds (msg of DeadlineExceeded)"},
 		{name: "disrupted, pod gone", job: job(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy), pod: Pod{},
-			outcome: v1alpha1.RunInterrupted, kind: v1alpha1.RunErrorInterrupted, cause: CauseDisruption, document: DocumentUnread, summary: "evicted, preempted, or its node was lost"},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseDisruption, document: DocumentUnread, summary: "evicted, preempted, or its node was lost"},
 		{name: "disrupted, pod read", job: job(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy), pod: Pod{Claims: 1, Disruption: "EvictionByEvictionAPI"},
-			outcome: v1alpha1.RunInterrupted, kind: v1alpha1.RunErrorInterrupted, cause: CauseDisruption, document: DocumentNone, summary: "(EvictionByEvictionAPI)"},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseDisruption, document: DocumentNone, summary: "(EvictionByEvictionAPI)"},
 		{name: "pods unreadable", job: failed, pod: Pod{Unread: true},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorUnknown, document: DocumentUnread, summary: "could not be read"},
+			outcome: Failed, kind: ErrorUnknown, document: DocumentUnread, summary: "could not be read"},
 		{name: "two pods claim the Job: none trusted", job: failed, pod: Pod{Claims: 2, Disruption: "x", Message: stepDoc},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorUnknown, document: DocumentUnread, summary: "2 pods claim the Job"},
+			outcome: Failed, kind: ErrorUnknown, document: DocumentUnread, summary: "2 pods claim the Job"},
 		{name: "pod gone", job: failed, pod: Pod{},
-			outcome: v1alpha1.RunInterrupted, kind: v1alpha1.RunErrorInterrupted, cause: CausePodDeleted, document: DocumentUnread, summary: "pod is gone"},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CausePodDeleted, document: DocumentUnread, summary: "pod is gone"},
 		{name: "pod disrupted, Job by backoff", job: failed, pod: Pod{Claims: 1, Disruption: "DeletionByTaintManager", Message: stepDoc},
-			outcome: v1alpha1.RunInterrupted, kind: v1alpha1.RunErrorInterrupted, cause: CauseDisruption, document: DocumentRead, summary: "DeletionByTaintManager"},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseDisruption, document: DocumentRead, summary: "DeletionByTaintManager"},
 		{name: "pod deleted", job: failed, pod: Pod{Claims: 1, Deleted: true, Terminated: terminated},
-			outcome: v1alpha1.RunInterrupted, kind: v1alpha1.RunErrorInterrupted, cause: CausePodDeleted, document: DocumentNone, summary: "deleted while it ran"},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CausePodDeleted, document: DocumentNone, summary: "deleted while it ran"},
 		{name: "runner stopped by a signal", job: failed,
 			pod:     Pod{Claims: 1, Terminated: terminated, Message: doc(t, runresult.Result{Error: &runresult.Error{Kind: runresult.KindInterrupted, Step: "init", Tail: "stopped by SIGTERM while init ran"}})},
-			outcome: v1alpha1.RunInterrupted, kind: v1alpha1.RunErrorInterrupted, cause: CauseStopped, document: DocumentRead, step: "init", summary: "SIGTERM"},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseStopped, document: DocumentRead, step: "init", summary: "SIGTERM"},
 		{name: "image pull", job: failed, pod: Pod{Claims: 1, PullFailure: pull},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorImagePull, document: DocumentNone, summary: `module image "registry.example/nope:1" cannot be pulled (ImagePullBackOff)`},
+			outcome: Failed, kind: ErrorImagePull, document: DocumentNone, summary: `module image "registry.example/nope:1" cannot be pulled (ImagePullBackOff)`},
 		{name: "a step failed", job: failed, pod: Pod{Claims: 1, Terminated: terminated, Message: stepDoc},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorStep, document: DocumentRead, step: "apply", exit: ptr.To[int32](1), summary: "Error: boom\n\nmore"},
+			outcome: Failed, kind: ErrorStep, document: DocumentRead, step: "apply", exit: ptr.To[int32](1), summary: "Error: boom\n\nmore"},
 		{name: "image layout", job: failed,
 			pod:     Pod{Claims: 1, Terminated: &Terminated{ExitCode: 125}, Message: doc(t, runresult.Result{Error: &runresult.Error{Kind: runresult.KindImageLayout, Step: "setup", Tail: "no configuration"}})},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorImageLayout, document: DocumentRead, step: "setup", summary: "no configuration"},
+			outcome: Failed, kind: ErrorImageLayout, document: DocumentRead, step: "setup", summary: "no configuration"},
 		{name: "runner", job: failed,
 			pod:     Pod{Claims: 1, Message: doc(t, runresult.Result{Error: &runresult.Error{Kind: runresult.KindRunner, Step: "setup", Tail: "bad variables"}})},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorRunner, document: DocumentRead, step: "setup", summary: "bad variables"},
+			outcome: Failed, kind: ErrorRunner, document: DocumentRead, step: "setup", summary: "bad variables"},
 		{name: "out of memory, no document", job: failed, pod: Pod{Claims: 1, Terminated: &Terminated{ExitCode: 137, Reason: "OOMKilled"}},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorUnknown, document: DocumentNone, exit: ptr.To[int32](137),
+			outcome: Failed, kind: ErrorUnknown, document: DocumentNone, exit: ptr.To[int32](137),
 			summary: "no result document; container terraform terminated: OOMKilled, exit code 137"},
 		{name: "a log tail instead of a document", job: failed, pod: Pod{Claims: 1, Terminated: terminated, Message: []byte("Error: s3cr3t")},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorUnknown, document: DocumentInvalid, exit: ptr.To[int32](1), summary: "the result document is not readable"},
+			outcome: Failed, kind: ErrorUnknown, document: DocumentInvalid, exit: ptr.To[int32](1), summary: "the result document is not readable"},
 		{name: "the init container failed", job: failed, pod: Pod{Claims: 1, InitTerminated: &Terminated{ExitCode: 125, Reason: "Error"}},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorUnknown, document: DocumentNone, summary: "init container install-runner failed: Error, exit code 125"},
+			outcome: Failed, kind: ErrorUnknown, document: DocumentNone, summary: "init container install-runner failed: Error, exit code 125"},
 		{name: "a document that says success on a failed Job", job: failed, pod: Pod{Claims: 1, Terminated: terminated, Message: doc(t, runresult.Result{})},
-			outcome: v1alpha1.RunFailed, kind: v1alpha1.RunErrorUnknown, document: DocumentRead, exit: ptr.To[int32](1), summary: "container terraform terminated: Error, exit code 1"},
+			outcome: Failed, kind: ErrorUnknown, document: DocumentRead, exit: ptr.To[int32](1), summary: "container terraform terminated: Error, exit code 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Finished(tt.job, tt.pod)
@@ -110,7 +110,7 @@ func TestFinishedO2(t *testing.T) {
 			require.Contains(t, got.Summary, tt.summary)
 			require.NotContains(t, got.Summary, "s3cr3t", "an invalid document is never quoted")
 			require.LessOrEqual(t, len(got.Summary), MaxSummary)
-			if tt.outcome == v1alpha1.RunSucceeded {
+			if tt.outcome == Succeeded {
 				require.Empty(t, got.Summary)
 			}
 		})
@@ -119,9 +119,9 @@ func TestFinishedO2(t *testing.T) {
 
 func TestVanishedA3_89(t *testing.T) {
 	got := Vanished(v1alpha1.JobActionApply)
-	require.Equal(t, v1alpha1.RunInterrupted, got.Outcome)
+	require.Equal(t, Interrupted, got.Outcome)
 	require.Equal(t, CauseJobDeleted, got.Cause)
-	require.Equal(t, v1alpha1.RunErrorInterrupted, got.Kind)
+	require.Equal(t, ErrorInterrupted, got.Kind)
 	require.Contains(t, got.Summary, "its apply stays due")
 }
 
@@ -150,7 +150,7 @@ func TestStopForPullO2(t *testing.T) {
 	require.True(t, StopForPull(j, pf, 3, start))
 }
 
-func TestLastRunAndWordsO1(t *testing.T) {
+func TestNewRecordAndWordsO1(t *testing.T) {
 	rec := &v1alpha1.RunRecord{JobName: "c-apply-1", Generation: 2, Attempt: 3, Outcome: v1alpha1.RunFailed, FinishTime: metav1.NewTime(time.Unix(100, 0))}
 	run := Finished(job(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded), Pod{Claims: 1, Message: doc(t, runresult.Result{
 		Image: "registry.example/m:1", Runtime: "OpenTofu v1.12.6",
@@ -158,24 +158,24 @@ func TestLastRunAndWordsO1(t *testing.T) {
 		Changes: &runresult.Changes{Create: 1, Replace: 2},
 		Error:   &runresult.Error{Kind: runresult.KindStep, Step: "apply", Tail: "\nError: local-exec provisioner error\n\nwith terraform_data.r"},
 	})})
-	l := LastRun(v1alpha1.JobActionApply, rec, run)
-	require.Equal(t, &v1alpha1.LastRun{
-		Job: "c-apply-1", Operation: v1alpha1.JobActionApply, Generation: 2, Attempt: 3, Outcome: v1alpha1.RunFailed, FinishTime: rec.FinishTime,
+	l := NewRecord(v1alpha1.JobActionApply, rec, run)
+	require.Equal(t, &Record{
+		Job: "c-apply-1", Operation: v1alpha1.JobActionApply, Generation: 2, Attempt: 3, Outcome: Failed, FinishTime: rec.FinishTime,
 		Image: "registry.example/m:1", RuntimeVersion: "OpenTofu v1.12.6",
-		Steps:   []v1alpha1.RunStep{{Name: "init", DurationMilliseconds: 1500}, {Name: "apply", ExitCode: 1, DurationMilliseconds: 2500}},
-		Changes: &v1alpha1.RunChanges{Create: 1, Replace: 2},
-		Error:   &v1alpha1.RunError{Kind: v1alpha1.RunErrorStep, Step: "apply", ExitCode: ptr.To[int32](1), Summary: "\nError: local-exec provisioner error\n\nwith terraform_data.r"},
+		Steps:   []Step{{Name: "init", DurationMilliseconds: 1500}, {Name: "apply", ExitCode: 1, DurationMilliseconds: 2500}},
+		Changes: &Changes{Create: 1, Replace: 2},
+		Error:   &Error{Kind: ErrorStep, Step: "apply", ExitCode: ptr.To[int32](1), Summary: "\nError: local-exec provisioner error\n\nwith terraform_data.r"},
 	}, l)
 	require.Equal(t, "step apply failed with exit code 1: Error: local-exec provisioner error", Headline(l))
 	require.Equal(t, "apply Job c-apply-1 (generation 2, attempt 3) failed after 4s; planned 1 to create, 0 to update, 2 to replace, 0 to delete; "+
 		"step apply failed with exit code 1: Error: local-exec provisioner error", Summary(l))
 
-	ok := LastRun(v1alpha1.JobActionDestroy, &v1alpha1.RunRecord{JobName: "d", Outcome: v1alpha1.RunSucceeded, Attempt: 1}, Run{Outcome: v1alpha1.RunSucceeded})
+	ok := NewRecord(v1alpha1.JobActionDestroy, &v1alpha1.RunRecord{JobName: "d", Outcome: v1alpha1.RunSucceeded, Attempt: 1}, Run{Outcome: Succeeded})
 	require.Nil(t, ok.Error)
 	require.Empty(t, Headline(ok))
 	require.Equal(t, "destroy Job d (generation 0, attempt 1) succeeded", Summary(ok))
 
-	pulled := LastRun(v1alpha1.JobActionApply, rec, Pulled(&PullFailure{Container: "install-runner", Image: "captf:dev", Reason: "ErrImagePull", Message: strings.Repeat("m", 1000)}))
+	pulled := NewRecord(v1alpha1.JobActionApply, rec, Pulled(&PullFailure{Container: "install-runner", Image: "captf:dev", Reason: "ErrImagePull", Message: strings.Repeat("m", 1000)}))
 	require.Equal(t, "captf:dev", pulled.Image)
 	require.Contains(t, Headline(pulled), `an image cannot be pulled: the runner image (--runner-image) "captf:dev" cannot be pulled (ErrImagePull): mmm`)
 	require.LessOrEqual(t, len(Headline(pulled)), 300)

@@ -18,7 +18,8 @@
 //     Job: its generation is outdated, or it has failed to pull for
 //     [PullGrace] (SPEC O2: ImagePullFailed within a minute, not after the
 //     deadline).
-//   - [LastRun] turns a classification into status.lastRun, and
+//   - [NewRecord] turns a classification into a [Record] (the shape SPEC
+//     O1 gives status.lastRun), and
 //     [Headline], [Finished] and [Plan] word the condition and the
 //     RunFinished and PlanSummary events.
 //
@@ -28,5 +29,9 @@
 // alone. Nothing here keeps more than bounded fields of a pod
 // ([TrimPodForCache] for the pending-pod cache).
 //
-// The package is pure: no client, no I/O, no logging.
+// The package is pure: no client, no I/O, no logging. The workload
+// controller does not call it yet: nothing reads a Job's pod, so no run is
+// classified, recorded in status.lastRun or retried as interrupted; the
+// API has no field for a [Record] until something writes one
+// (docs/design.md, "Run results").
 package runclass

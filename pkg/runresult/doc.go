@@ -1,7 +1,7 @@
 // Package runresult is the runner's result document (SPEC O1): the one
 // versioned wire format between `captf runner` in a Job's pod and the
-// manager, written by the runner to the pod's termination message and read
-// by the manager into status.lastRun.
+// manager, written by the runner to the pod's termination message and
+// read by pkg/runclass (the manager does not read it yet: docs/design.md).
 //
 // Both sides use this package: the runner builds a [Result] and writes it
 // with [Result.Marshal], which always fits [MaxBytes] (the kubelet keeps at

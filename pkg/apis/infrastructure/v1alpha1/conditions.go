@@ -124,16 +124,6 @@ const (
 	ReasonRunnerNotFound ConditionReason = "RunnerNotFound"
 	// ReasonJobRunning: a Job is running.
 	ReasonJobRunning ConditionReason = "JobRunning"
-	// ReasonJobInterrupted: the latest Job's pod was evicted, preempted,
-	// deleted or lost with its node, or the Job was deleted while it ran
-	// (SPEC O2); it is retried at once.
-	ReasonJobInterrupted ConditionReason = "JobInterrupted"
-	// ReasonImagePullFailed: an image of the latest Job's pod cannot be
-	// pulled; the message names it (SPEC O2).
-	ReasonImagePullFailed ConditionReason = "ImagePullFailed"
-	// ReasonImageInvalid: the module image holds no module or no
-	// Terraform (the runner's image-layout error, SPEC O2).
-	ReasonImageInvalid ConditionReason = "ImageInvalid"
 )
 
 // Reasons of OutputsAvailable (SPEC T4).
@@ -298,19 +288,6 @@ const (
 	EventKeysNeedAttention = "KeysNeedAttention"
 	// EventKeysValid (Normal, identity): no key needs attention any more.
 	EventKeysValid = "KeysValid"
-	// EventRunFinished (Normal for a success, Warning otherwise, workload):
-	// a run was recorded, with its planned changes or why it failed (SPEC
-	// O1).
-	EventRunFinished = "RunFinished"
-	// EventPlanSummary (Normal, workload): the changes a recorded run
-	// planned (SPEC O1).
-	EventPlanSummary = "PlanSummary"
-	// EventJobInterrupted (Warning, workload): a run was interrupted and
-	// is retried (SPEC O2).
-	EventJobInterrupted = "JobInterrupted"
-	// EventImagePullFailed (Warning, workload): a Job's image cannot be
-	// pulled (SPEC O2).
-	EventImagePullFailed = "ImagePullFailed"
 	// EventStateAdopted (Normal, workload): the state records the object's
 	// spec as applied, so no apply Job runs for it (K11: a moved or
 	// restored object).

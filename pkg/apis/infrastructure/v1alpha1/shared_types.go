@@ -124,12 +124,6 @@ type JobReference struct {
 	Action JobAction `json:"action"`
 	// Generation of the object the Job was created for.
 	Generation int64 `json:"generation"`
-	// Attempt numbers the Job among its action's and generation's (SPEC
-	// T7); 0 when not recorded.
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=1000000
-	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // WorkloadStatus is the observed state shared by the three workload kinds.
@@ -164,14 +158,6 @@ type WorkloadStatus struct {
 	// is gone.
 	// +optional
 	LastDestroy *RunRecord `json:"lastDestroy,omitempty"`
-
-	// LastRun is the newest finished run, apply or destroy, as the
-	// runner's result document and the Job's pod describe it (SPEC O1):
-	// the steps with their exit codes and durations, the planned changes,
-	// and for a run that did not succeed the error's kind, step and the
-	// end of its output, redacted. It stays after the Job is pruned.
-	// +optional
-	LastRun *LastRun `json:"lastRun,omitempty"`
 
 	// ObservedRetry is the value of the annotation captf.io/retry the
 	// manager last acted on (SPEC T7): a different value runs the apply, or
