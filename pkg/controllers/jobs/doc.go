@@ -47,5 +47,6 @@
 //     Terraform container's termination message (policy File), and names
 //     the module image in it (`--result`, `--image`).
 //   - O2: the Job's [PodFailurePolicy] fails it at once when its pod is
-//     disrupted (DisruptionTarget); [Disrupted] reads that back.
+//     disrupted (DisruptionTarget); [Disrupted] reads that back (for
+//     pkg/runclass; the workload controller does not call it yet).
 package jobs

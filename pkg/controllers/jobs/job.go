@@ -276,9 +276,10 @@ func Build(p Params) *batchv1.Job {
 			BackoffLimit: ptr.To[int32](0),
 			// SPEC O2: a pod the control plane disrupts (eviction,
 			// preemption, a lost node: the DisruptionTarget condition)
-			// fails the Job with reason PodFailurePolicy, which the manager
-			// reads as an interruption, retried at once, even once the
-			// pod is gone.
+			// fails the Job with reason PodFailurePolicy, which the Job
+			// controller keeps even once the pod is gone, so the run can
+			// be told an interruption ([Disrupted], pkg/runclass; the
+			// workload controller does not act on it yet).
 			PodFailurePolicy:      PodFailurePolicy(),
 			ActiveDeadlineSeconds: ptr.To(deadline),
 			Suspend:               suspend,
