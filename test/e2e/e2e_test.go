@@ -54,9 +54,9 @@ const (
 	// upstreamModuleImage is the same module laid out as upstream's
 	// images are (SPEC O10): /captf/module and /captf/runtime.
 	upstreamModuleImage = "captf.local/fakecloud-module-upstream:dev"
-	identity    = "fakecloud"
-	tenant      = "e2e-tenant"
-	clusterName = "demo"
+	identity            = "fakecloud"
+	tenant              = "e2e-tenant"
+	clusterName         = "demo"
 	// The credential before and after the rotation: made-up values.
 	tokenA = "e2e-fakecloud-token-A-31c7"
 	tokenB = "e2e-fakecloud-token-B-9e04"
