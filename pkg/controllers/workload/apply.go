@@ -88,6 +88,10 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 			return c.setFinalizer(ctx, w, true)
 		}
 	}
+	// O3: a lock a finished Job left is released; anyone else's waits.
+	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionApply); err != nil || !ok {
+		return w, err
+	}
 	// The finalizer goes first: an object whose apply Job exists must never
 	// be deleted without a destroy; and the block-move mark (K11).
 	if w, err = c.prepareStart(ctx, w); err != nil {

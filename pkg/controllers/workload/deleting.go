@@ -189,6 +189,14 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 			"%v: fix spec.variables and the destroy Job starts (SPEC T3), or set annotation %s=%s", err, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil
 	}
+	// O3: a lock a finished Job left is released; anyone else's waits.
+	set, err := c.freshJobs(ctx, w)
+	if err != nil {
+		return err
+	}
+	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionDestroy); err != nil || !ok {
+		return err
+	}
 	// K11: clusterctl move waits while the destroy runs.
 	stored, err := c.prepareStart(ctx, w)
 	if err != nil {
