@@ -34,6 +34,23 @@ tofu: ## Build OpenTofu into bin/tofu from the Go module proxy (skipped when bui
 terraform: ## Build HashiCorp Terraform into bin/terraform from the Go module proxy (skipped when built for the pinned version); test/tofu's SPEC K6 test needs it.
 	hack/build-terraform.sh
 
+# clusterctl (SPEC K10; docs/deploy.md, "With clusterctl"). Generated into
+# out/ (git-ignored), never committed; only Go is needed.
+RELEASE_VERSION ?= v0.1.0
+IMAGE ?= ghcr.io/captf/captf:latest
+
+.PHONY: release-manifests
+release-manifests: ## captf's clusterctl release assets into out/release: infrastructure-components.yaml (from manifests/), metadata.yaml, cluster templates, ClusterClass. RELEASE_VERSION, IMAGE.
+	RELEASE_VERSION=$(RELEASE_VERSION) IMAGE=$(IMAGE) hack/clusterctl-repository.sh --release out/release
+
+.PHONY: clusterctl-repository
+clusterctl-repository: ## A local clusterctl repository in out/repository (captf, Cluster API core and kubeadm, cert-manager's CRDs) and out/repository/clusterctl.yaml: clusterctl init and generate cluster with no network.
+	RELEASE_VERSION=$(RELEASE_VERSION) IMAGE=$(IMAGE) hack/clusterctl-repository.sh --repository out/repository
+
+.PHONY: clusterctl-modules
+clusterctl-modules: ## Download the Go modules the two above use (the renderer's, Cluster API's, cert-manager's), so test/integration/clusterctl needs no network.
+	hack/clusterctl-repository.sh --download
+
 .PHONY: node-binaries
 node-binaries: ## Build kubelet, kube-scheduler, kube-proxy and the image tools into bin/ (skipped when present).
 	hack/build-control-plane.sh --node
@@ -54,7 +71,7 @@ test-unit: ## Unit tests (with the race detector) and the fuzz seed corpora.
 	$(GO) test -race -count=1 ./cmd/... ./pkg/...
 
 .PHONY: test-integration
-test-integration: control-plane tofu terraform capi-tools ## Integration tests against a real control plane (test/tofu runs OpenTofu and Terraform built from the Go module proxy; test/integration/capi runs Cluster API's core manager).
+test-integration: control-plane tofu terraform capi-tools clusterctl-modules ## Integration tests against a real control plane (test/tofu runs OpenTofu and Terraform built from the Go module proxy; test/integration/capi runs Cluster API's core manager; test/integration/clusterctl runs clusterctl from a local repository it writes).
 	$(GO) test -count=1 -p $(INTEGRATION_PARALLEL) -timeout 40m ./test/...
 
 # A real node (issue 12; docs/local-control-plane.md, "A node"): root, the
@@ -89,8 +106,8 @@ codegen: ## Regenerate deepcopy, clientset, listers, informers and CRDs.
 	hack/update-codegen.sh
 
 .PHONY: clean
-clean: ## Remove built binaries and local-up state (keeps the control plane binaries).
-	rm -rf bin/captf bin/captf-controlplane bin/captf-probe bin/codegen .local
+clean: ## Remove built binaries, local-up state and out/ (keeps the control plane binaries).
+	rm -rf bin/captf bin/captf-controlplane bin/captf-probe bin/codegen .local out
 
 .PHONY: help
 help:

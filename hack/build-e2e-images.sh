@@ -11,6 +11,11 @@
 #                                     test/e2e/module in /module (the working
 #                                     directory the runner copies), and
 #                                     /usr/local/bin/fakecloud-client
+#   captf.local/fakecloud-module-upstream:dev
+#                                     the same module laid out as upstream's
+#                                     images are (SPEC O10): /captf/module,
+#                                     OpenTofu as /captf/runtime, no
+#                                     terraform on PATH
 #
 #   hack/build-e2e-images.sh CONTAINERD_SOCKET
 #
@@ -43,4 +48,14 @@ done
   -file "${bin}/tofu=/usr/local/bin/terraform" \
   -file "${tmp}/fakecloud-client=/usr/local/bin/fakecloud-client" \
   "${module_files[@]}" \
+  -address "${address}"
+upstream_files=()
+for f in "${root}"/test/e2e/module/*.tf; do
+  upstream_files+=(-file "${f}=/captf/module/$(basename "${f}"):0644")
+done
+"${images}" build -name captf.local/fakecloud-module-upstream:dev \
+  -entrypoint /captf/runtime -workdir / \
+  -file "${bin}/tofu=/captf/runtime" \
+  -file "${tmp}/fakecloud-client=/usr/local/bin/fakecloud-client" \
+  "${upstream_files[@]}" \
   -address "${address}"

@@ -5,7 +5,12 @@
 # RBAC, `captf manager` out-of-cluster as its ServiceAccount user, and
 # (unless --no-sample) a sample identity and cluster whose apply Job runs.
 #
-#   hack/local-up.sh [--no-sample] [--consent] [--no-node]     (make run)
+#   hack/local-up.sh [--no-sample] [--consent] [--no-node] [--no-capi]   (make run)
+#
+# Cluster API's CRDs and core manager (built from Go modules by
+# hack/build-capi.sh, SPEC K12) run beside captf, so Clusters, Machines and
+# MachinePools can drive captf's objects; --no-capi (or CAPTF_CAPI=0) leaves
+# them out, and captf then runs objects marked captf.io/standalone only.
 #
 # The node needs root and the Debian packages hack/node-prereqs.sh installs
 # when missing. The images (captf, the fake cloud, the sample's module) are
@@ -51,13 +56,16 @@ sample=true
 consent_args=""
 node=true
 [[ "${CAPTF_NODE:-1}" == 0 ]] && node=false
+capi=true
+[[ "${CAPTF_CAPI:-1}" == 0 ]] && capi=false
 for arg in "$@"; do
   case "${arg}" in
     --no-sample) sample=false ;;
     --node) node=true ;;
     --no-node) node=false ;;
+    --no-capi) capi=false ;;
     --consent) consent_args="--require-source-consent" ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "local-up: unknown argument ${arg} (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,7 +96,7 @@ cleanup() {
   fi
   # Belt and braces: the control plane's own processes, by PID.
   if [[ -f "${local_dir}/controlplane.env" ]]; then
-    for pid in $(grep -E '^(ETCD|KUBE_APISERVER|KUBE_CONTROLLER_MANAGER)_PID=' "${local_dir}/controlplane.env" | cut -d= -f2); do
+    for pid in $(grep -E '^(ETCD|KUBE_APISERVER|KUBE_CONTROLLER_MANAGER|CAPI_MANAGER)_PID=' "${local_dir}/controlplane.env" | cut -d= -f2); do
       kill -9 "${pid}" 2>/dev/null || true
     done
   fi
@@ -99,7 +107,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+build_start=${SECONDS}
+log "building the control plane from Go modules (the first run takes 20-40 minutes on 2 cores; later runs reuse bin/)"
 "${root}/hack/build-control-plane.sh"
+capi_args=""
+if ${capi}; then
+  log "building Cluster API's core manager from Go modules (first run: about 10 more minutes)"
+  "${root}/hack/build-capi.sh"
+  capi_args="--capi"
+fi
 node_args=""
 if ${node}; then
   if [[ "$(id -u)" != 0 ]]; then
@@ -119,10 +135,11 @@ log "building captf"
 go build -o "${bin}/captf" ./cmd/captf
 go build -o "${bin}/captf-controlplane" ./test/controlplane/cmd/captf-controlplane
 go build -o "${bin}/captf-probe" ./hack/probe
+log "built in $((SECONDS - build_start)) s"
 
 rm -f "${local_dir}/controlplane.env" "${local_dir}/controlplane.ready"
-log "starting etcd, kube-apiserver, kube-controller-manager"
-"${bin}/captf-controlplane" --dir "${local_dir}" --bin-dir "${bin}" --crds "${root}/manifests/crds" ${node_args} \
+log "starting etcd, kube-apiserver, kube-controller-manager${capi_args:+, the Cluster API manager}"
+"${bin}/captf-controlplane" --dir "${local_dir}" --bin-dir "${bin}" --crds "${root}/manifests/crds" ${node_args} ${capi_args} \
   >"${local_dir}/controlplane.log" 2>&1 &
 controlplane_pid=$!
 for _ in $(seq 1 240); do
@@ -212,6 +229,7 @@ local-up: ready. The API server is ${APISERVER_URL}; the admin kubeconfig is .lo
 
   bin/kubectl --kubeconfig .local/kubeconfig get terraformclusters -A
   bin/kubectl --kubeconfig .local/kubeconfig get terraformclusteridentities
+  bin/kubectl --kubeconfig .local/kubeconfig get clusters,machines -A   # Cluster API (unless --no-capi)
   source .local/env            # KUBECONFIG and bin/ on PATH for this shell
 ${sample_status}
 Users: .local/kubeconfig-alice and .local/kubeconfig-bob have no permissions

@@ -51,3 +51,12 @@ func waitCAPI(ctx context.Context, inf *capi.Informers) bool {
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }
+
+// waitInformers waits for informers and reports whether they synced.
+func waitInformers(ctx context.Context, informers []cache.SharedIndexInformer) bool {
+	synced := make([]cache.InformerSynced, 0, len(informers))
+	for _, i := range informers {
+		synced = append(synced, i.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}

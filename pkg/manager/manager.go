@@ -77,6 +77,9 @@ type Deps struct {
 	// the API server serves; CAPIServed says whether it serves any.
 	CAPI       *capi.Informers
 	CAPIServed bool
+	// Variables watch the metadata of the ConfigMaps and Secrets labelled
+	// captf.io/variables=true (SPEC O9).
+	Variables []cache.SharedIndexInformer
 	// Uncached are the workload controller's clients of uncached reads of
 	// state Secrets and Jobs, within a size budget (SPEC B11).
 	Uncached workload.Uncached
@@ -90,15 +93,16 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	// Conflicts are re-recorded every sync period while they last (R2).
 	tracker := conflicts.New(clock.RealClock{}, 2*d.Options.SyncPeriod+time.Minute)
 	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, d.Uncached, workload.Informers{
-		Clusters:   captf.TerraformClusters(),
-		Machines:   captf.TerraformMachines(),
-		Pools:      captf.TerraformMachinePools(),
-		Identities: captf.TerraformClusterIdentities(),
-		Namespaces: d.Informers.Core().V1().Namespaces(),
-		Mirrors:    d.MirrorInformers.Core().V1().Secrets(),
-		Jobs:       d.JobInformers.Batch().V1().Jobs(),
-		CAPI:       d.CAPI,
-		CAPIServed: d.CAPIServed,
+		Clusters:         captf.TerraformClusters(),
+		Machines:         captf.TerraformMachines(),
+		Pools:            captf.TerraformMachinePools(),
+		Identities:       captf.TerraformClusterIdentities(),
+		Namespaces:       d.Informers.Core().V1().Namespaces(),
+		Mirrors:          d.MirrorInformers.Core().V1().Secrets(),
+		Jobs:             d.JobInformers.Batch().V1().Jobs(),
+		CAPI:             d.CAPI,
+		CAPIServed:       d.CAPIServed,
+		VariablesSources: d.Variables,
 	}, reader, tracker, d.Recorder, workload.Options{
 		SyncPeriod:           d.Options.SyncPeriod,
 		RunnerImage:          d.Options.RunnerImage,

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -41,6 +42,11 @@ func Run(ctx context.Context, o *Options) error {
 	if d.CAPI, d.CAPIServed, err = newCAPI(ctx, cfg, d.Kube.Discovery()); err != nil {
 		return err
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	d.Variables = workload.NewVariablesSourceInformers(meta)
 	logger.Info("Starting captf manager", "version", version.Info(), "apiServer", cfg.Host,
 		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "watchSources", o.WatchSources, "workers", o.Workers,
 		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
@@ -112,10 +118,17 @@ func startInformers(ctx context.Context, d *Deps, health *health) (stop func() e
 		f.Start(informersCtx.Done())
 	}
 	d.CAPI.Start(informersCtx)
+	for _, i := range d.Variables {
+		go i.RunWithContext(informersCtx)
+	}
 	go func() {
 		synced := waitCAPI(informersCtx, d.CAPI)
 		if !synced {
 			logger.Info("Informer cache did not sync", "type", "Cluster API")
+		}
+		if !waitInformers(informersCtx, d.Variables) {
+			synced = false
+			logger.Info("Informer cache did not sync", "type", "variables sources")
 		}
 		for _, res := range []map[string]bool{
 			typeNames(d.Informers.WaitForCacheSync(informersCtx.Done())),

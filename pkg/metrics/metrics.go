@@ -129,6 +129,14 @@ var (
 		Help:           "Finished Jobs this manager deleted beyond the newest 3 succeeded and 3 failed per object and action, by action (apply, destroy).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action"})
+
+	// ForceUnlocks counts state locks released because a finished Job of
+	// the object held them (SPEC O3).
+	ForceUnlocks = metrics.NewCounter(&metrics.CounterOpts{
+		Name:           "captf_state_force_unlocks_total",
+		Help:           "State locks this manager released before a Job because a finished Job of the same object held them (its pod was killed while Terraform held the lock).",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 var registerOnce sync.Once
@@ -137,7 +145,7 @@ var registerOnce sync.Once
 func Register() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
-			SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned)
+			SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned, ForceUnlocks)
 		// Every series of the Job counters exists from the start at 0, so
 		// a rate or a ratio (failed over all runs) has both sides before
 		// the first failure.

@@ -75,6 +75,13 @@ type config struct {
 	// inputs is --inputs: a file holding the contract inputs (SPEC K6).
 	inputs string
 
+	// imageRoot is --image-root: where upstream's module images keep the
+	// module, the runtime and a provider mirror (SPEC O10).
+	imageRoot string
+	// chdirSet and terraformSet: the flags were given, so the image
+	// layout does not choose them.
+	chdirSet, terraformSet bool
+
 	// State in the kubernetes backend (SPEC T2): both or neither.
 	stateNamespace, stateSuffix string
 	stateKubeconfig             string // out of cluster only, absolute
@@ -97,6 +104,18 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		return fail("%v", err)
 	}
 
+	// SPEC O10: an image laid out as upstream's (/captf/module,
+	// /captf/runtime, /captf/providers) runs unchanged; flags given win.
+	layout := detectLayout(cfg.imageRoot)
+	if !cfg.chdirSet && layout.module != "" {
+		cfg.chdir = layout.module
+	}
+	if !cfg.terraformSet && layout.runtime != "" {
+		cfg.terraform = layout.runtime
+	}
+	if layout.found() {
+		fmt.Fprintf(stderr, "captf runner: image layout under %s (SPEC O10): %s\n", cfg.imageRoot, layout)
+	}
 	if cfg.chdir == "" {
 		if cfg.chdir, err = os.Getwd(); err != nil {
 			return fail("cannot determine the working directory: %v; set the module directory with --chdir", err)
@@ -189,6 +208,25 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 			return fail("creating the home directory: %v", err)
 		}
 	}
+	// SPEC O10 (A3-04): the image's provider mirror, through a CLI
+	// configuration of the runner's (the Job's environment cannot name
+	// one: envfilter drops TF_*).
+	var cliConfig string
+	if layout.providers != "" {
+		cliDir := cfg.home
+		if cliDir == "" && cfg.workdir != "" {
+			cliDir = dir
+		}
+		if cliDir == "" {
+			fmt.Fprintf(stderr, "captf runner: provider mirror %s not used: neither --home nor --workdir gives a place for its CLI configuration\n", layout.providers)
+		} else {
+			cliConfig = filepath.Join(cliDir, CLIConfigFile)
+			if err := writeFile(cliConfig, providerMirrorConfig(layout.providers)); err != nil {
+				return fail("writing %s: %v", cliConfig, err)
+			}
+			fmt.Fprintf(stderr, "captf runner: providers from the image's mirror %s first (%s)\n", layout.providers, cliConfig)
+		}
+	}
 
 	kept, dropped := envfilter.Filter(environ)
 	logDropped(stderr, dropped)
@@ -203,6 +241,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	// closed.
 	if _, ok := lookupEnv(kept, "CHECKPOINT_DISABLE"); !ok {
 		kept = append(kept, "CHECKPOINT_DISABLE=1")
+	}
+	if cliConfig != "" {
+		kept = append(kept, "TF_CLI_CONFIG_FILE="+cliConfig)
 	}
 	// A shell's cd would update PWD, and os/exec only does it when it builds
 	// the environment itself; without this Terraform would see the runner's
@@ -258,7 +299,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset.StringVar(&cfg.stateSuffix, "state-suffix", "", "secret_suffix of the state in the kubernetes backend (SPEC T2); needs --state-namespace")
 	fset.StringVar(&cfg.stateKubeconfig, "state-kubeconfig", "", "kubeconfig for the kubernetes backend instead of the in-cluster config (debugging out of cluster); needs the state flags")
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
+	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
 	err := fset.Parse(args[1:])
+	fset.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "chdir":
+			cfg.chdirSet = true
+		case "terraform":
+			cfg.terraformSet = true
+		}
+	})
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fset.SetOutput(stderr)

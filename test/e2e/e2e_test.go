@@ -51,9 +51,12 @@ import (
 
 const (
 	moduleImage = "captf.local/fakecloud-module:dev"
-	identity    = "fakecloud"
-	tenant      = "e2e-tenant"
-	clusterName = "demo"
+	// upstreamModuleImage is the same module laid out as upstream's
+	// images are (SPEC O10): /captf/module and /captf/runtime.
+	upstreamModuleImage = "captf.local/fakecloud-module-upstream:dev"
+	identity            = "fakecloud"
+	tenant              = "e2e-tenant"
+	clusterName         = "demo"
 	// The credential before and after the rotation: made-up values.
 	tokenA = "e2e-fakecloud-token-A-31c7"
 	tokenB = "e2e-fakecloud-token-B-9e04"
@@ -465,11 +468,62 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 
+	// O10: the same module in an image laid out as upstream's
+	// (/captf/module, /captf/runtime, no terraform on PATH) applies and
+	// destroys unchanged.
+	e.upstreamLayout(ctx, t)
+
 	// A4: no user, no mirror: the identity can be deleted.
 	e.waitFor(ctx, t, 2*time.Minute, "the identity deleted (A4 lets it go once unused)", func() (bool, string) {
 		err := e.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Delete(ctx, identity, metav1.DeleteOptions{})
 		return err == nil || apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+// upstreamLayout runs a cluster from the module image laid out as
+// upstream's (SPEC O10): Ready after its apply, its resource in the fake
+// cloud, and gone with the resource after its deletion.
+func (e *env) upstreamLayout(ctx context.Context, t *testing.T) {
+	const name = "demo-upstream"
+	c := &v1alpha1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}},
+		Spec: v1alpha1.TerraformClusterSpec{
+			IdentityRef: &v1alpha1.IdentityReference{Name: identity},
+			Source:      v1alpha1.SourceSpec{Image: upstreamModuleImage},
+			Variables:   variables(t, map[string]any{"name": name, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint}),
+		},
+	}
+	c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("O10: creating %s: %v", name, err)
+	}
+	id := moduleID(tenant, name)
+	e.waitFor(ctx, t, 5*time.Minute, "O10: the upstream-layout cluster Ready", func() (bool, string) {
+		got, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(got.Status.Conditions, string(v1alpha1.ConditionReady)), fmt.Sprintf("%v; pods: %s", got.Status.Conditions, e.podSummary(ctx, tenant))
+	})
+	found := false
+	for _, r := range e.cloud.resources(ctx, t, tokenB) {
+		found = found || r.ID == id
+	}
+	if !found {
+		t.Errorf("O10: the fake cloud holds no resource %s after the upstream-layout apply", id)
+	}
+	if err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(ctx, t, 5*time.Minute, "O10: the upstream-layout cluster gone after its destroy", func() (bool, string) {
+		_, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, c.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v; pods: %s", err, e.podSummary(ctx, tenant))
+	})
+	for _, r := range e.cloud.resources(ctx, t, tokenB) {
+		if r.ID == id {
+			t.Errorf("O10: the fake cloud still holds %s after the destroy", id)
+		}
+	}
 }
 
 // checkRestrictedJob: the Job's pod was admitted in a namespace enforcing
@@ -759,7 +813,7 @@ func (e *env) checkOutputs(ctx context.Context, t *testing.T, resourceID string)
 	if ep := c.Spec.ControlPlaneEndpoint; ep.Host != wantHost || ep.Port != 6443 {
 		t.Errorf("T5: spec.controlPlaneEndpoint %+v, want %s:6443", ep, wantHost)
 	}
-	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprint(c.Generation) {
+	if got := c.Annotations[v1alpha1.AnnotationProviderFieldsGeneration]; got != fmt.Sprintf("%d/%s", c.Generation, c.UID) {
 		t.Errorf("T5: %s=%q on generation %d", v1alpha1.AnnotationProviderFieldsGeneration, got, c.Generation)
 	}
 	e.waitFor(ctx, t, time.Minute, "a pass over the generation the manager's write made", func() (bool, string) {

@@ -97,3 +97,18 @@ func strconvQuote(k string) string {
 	}
 	return fmt.Sprintf("%q", k)
 }
+
+// NameProblem says what is wrong with k as the name of an input variable
+// (T3's rules, K6's reserved names): "" when nothing is. For variables
+// from objects (SPEC O9), whose keys no CRD checks.
+func NameProblem(k string) string {
+	switch {
+	case !variableName.MatchString(k):
+		return "not a Terraform identifier (a letter or _, then letters, digits, _ or -)"
+	case strings.HasPrefix(k, ReservedVariablePrefix):
+		return "the reserved prefix " + ReservedVariablePrefix
+	case slices.Contains(contract.ReservedInputs, k):
+		return "reserved for the Cluster API contract inputs (SPEC K6)"
+	}
+	return ""
+}

@@ -76,9 +76,25 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if !start {
 		return c.keepFinalizer(ctx, w, set)
 	}
+	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
+		// K11: a moved or restored copy whose state records this spec as
+		// applied adopts it instead of applying again.
+		rec, err := c.adoptApplied(ctx, w, w.contract.inputs.Hash(), now)
+		if err != nil {
+			return w, err
+		}
+		if rec != nil {
+			c.reportRecord(w, v1alpha1.JobActionApply, rec, "", time.Time{}, now)
+			return c.setFinalizer(ctx, w, true)
+		}
+	}
+	// O3: a lock a finished Job left is released; anyone else's waits.
+	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionApply); err != nil || !ok {
+		return w, err
+	}
 	// The finalizer goes first: an object whose apply Job exists must never
-	// be deleted without a destroy.
-	if w, err = c.setFinalizer(ctx, w, true); err != nil {
+	// be deleted without a destroy; and the block-move mark (K11).
+	if w, err = c.prepareStart(ctx, w); err != nil {
 		return w, err
 	}
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, plan)

@@ -7,10 +7,12 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -171,7 +173,35 @@ func coversGeneration(w *workload, rec *v1alpha1.RunRecord) bool {
 		return true
 	}
 	return rec.Outcome == v1alpha1.RunSucceeded && rec.Generation == gen-1 &&
-		w.obj.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration] == strconv.FormatInt(gen, 10)
+		providerFieldsMark(w) == gen
+}
+
+// providerFieldsMark returns the generation the manager's own write of the
+// Cluster API fields made (AnnotationProviderFieldsGeneration), -1 when
+// there is none or it is not this object's: the mark names the object's
+// UID, and a copy (clusterctl move, a restore) has another, so a copied
+// mark cannot hide the copy's first spec change (K11). A mark without a
+// UID (written before marks named one) is taken as this object's.
+func providerFieldsMark(w *workload) int64 {
+	v, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration]
+	if !ok {
+		return -1
+	}
+	gen, uid, hasUID := strings.Cut(v, "/")
+	if hasUID && types.UID(uid) != w.obj.GetUID() {
+		return -1
+	}
+	n, err := strconv.ParseInt(gen, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// providerFieldsMarkValue is the mark of a write that makes generation gen
+// of w.
+func providerFieldsMarkValue(w *workload, gen int64) string {
+	return strconv.FormatInt(gen, 10) + "/" + string(w.obj.GetUID())
 }
 
 // providerFieldsStep writes the Cluster API spec fields from the outputs
@@ -202,7 +232,7 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload, out co
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[v1alpha1.AnnotationProviderFieldsGeneration] = strconv.FormatInt(w.obj.GetGeneration()+1, 10)
+	ann[v1alpha1.AnnotationProviderFieldsGeneration] = providerFieldsMarkValue(w, w.obj.GetGeneration()+1)
 	w.obj.SetAnnotations(ann)
 	stored, err := w.kind.update(ctx, w)
 	if err != nil {

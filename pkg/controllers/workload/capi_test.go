@@ -73,7 +73,7 @@ func TestProviderFieldsFromOutputs(t *testing.T) {
 			require.NoError(t, f.sync(tc.kind, "obj"))
 			stored := f.storedObj(tc.kind, "obj")
 			require.Equal(t, tc.want, providerFieldOf(t, stored))
-			require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration], "names the generation the write makes")
+			require.Equal(t, "2/"+string(obj.GetUID()), stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration], "names the generation the write makes, and whose (K11)")
 			require.Empty(t, f.createdJobs())
 
 			// The API server bumps the generation: not a new one to apply.
@@ -172,7 +172,7 @@ func TestProviderFieldsWaitForTheRecord(t *testing.T) {
 	require.NoError(t, f.sync(kind, "obj"))
 	stored := f.storedObj(kind, "obj")
 	require.Equal(t, `{"host":"cp","port":6443}`, providerFieldOf(t, stored))
-	require.Equal(t, "2", stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
+	require.Equal(t, "2/"+string(stored.GetUID()), stored.GetAnnotations()[v1alpha1.AnnotationProviderFieldsGeneration])
 
 	// The API server made generation 2: not applied again (J1).
 	f.bumpGeneration(kind, "obj")

@@ -93,9 +93,11 @@ func provisioned(st *v1alpha1.WorkloadStatus) bool {
 }
 
 // dependencyStep decides DependenciesReady (K2, K4, K5) and, when the
-// dependencies allow an apply, renders its inputs (K6). A machine or pool
-// that is not pinned reads its bootstrap data Secret uncached; nothing
-// else makes a request. An API error is returned for a retry.
+// dependencies allow an apply, renders its inputs (K6) with the variables
+// of its spec.variablesFrom (O9). A machine or pool that is not pinned
+// reads its bootstrap data Secret uncached, and an object that is not
+// pinned its variables sources; nothing else makes a request. An API
+// error is returned for a retry.
 func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
 	cs := &w.contract
 	now := c.clock.Now()
@@ -117,17 +119,29 @@ func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
 		}
 		cs.deps = contract.Dependencies(g)
 	}
+	// A provisioned machine pins its inputs (K5, O9): nothing is rendered
+	// or read for it.
+	if cs.deps.Ready && !(w.kind.name == v1alpha1.KindTerraformMachine && provisioned(w.status)) {
+		vars, problem, err := c.readVariables(ctx, w)
+		if err != nil {
+			return err
+		}
+		if problem != nil {
+			cs.deps = contract.Decision{Reason: problem.Reason, Message: problem.Message}
+		} else {
+			cs.inputs = contract.RenderInputs(contract.InputSources{
+				Kind: w.kind.name, Object: w.obj, Owners: cs.owners, Exports: c.exportsOf(cs.cluster), Bootstrap: boot,
+			})
+			for k, v := range vars { // O9: no name is a contract input's (jobs.NameProblem)
+				cs.inputs[k] = v
+			}
+		}
+	}
 	status := metav1.ConditionFalse
 	if cs.deps.Ready {
 		status = metav1.ConditionTrue
 	}
 	setCondition(w, now, v1alpha1.ConditionDependenciesReady, status, cs.deps.Reason, "%s", cs.deps.Message)
-	if !cs.deps.Ready || (w.kind.name == v1alpha1.KindTerraformMachine && provisioned(w.status)) {
-		return nil
-	}
-	cs.inputs = contract.RenderInputs(contract.InputSources{
-		Kind: w.kind.name, Object: w.obj, Owners: cs.owners, Exports: c.exportsOf(cs.cluster), Bootstrap: boot,
-	})
 	return nil
 }
 

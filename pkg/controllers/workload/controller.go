@@ -58,6 +58,9 @@ type Informers struct {
 	// CAPIServed says whether Cluster API is served at all: the
 	// WaitingForOwner message says so when it is not.
 	CAPIServed bool
+	// VariablesSources are NewVariablesSourceInformers' (SPEC O9): without
+	// them a source's change is seen at the next sync period.
+	VariablesSources []cache.SharedIndexInformer
 }
 
 // Controller reconciles the three workload kinds.
@@ -113,6 +116,11 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	}
 	for _, i := range []cache.SharedIndexInformer{inf.Machines.Informer(), inf.Pools.Informer()} {
 		if err := i.AddIndexers(cache.Indexers{indexMembers: memberKeys}); err != nil {
+			return nil, err
+		}
+	}
+	for _, i := range []cache.SharedIndexInformer{inf.Clusters.Informer(), inf.Machines.Informer(), inf.Pools.Informer()} {
+		if err := i.AddIndexers(cache.Indexers{indexVariablesSources: variablesSourceKeys}); err != nil {
 			return nil, err
 		}
 	}
@@ -400,6 +408,9 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 		return err
 	}
 	if err := c.addContractHandlers(inf); err != nil {
+		return err
+	}
+	if err := c.addVariablesHandlers(inf.VariablesSources); err != nil {
 		return err
 	}
 	return c.addOwnedHandlers(inf)

@@ -51,7 +51,16 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 		w.warn(v1alpha1.EventInfrastructureAbandoned, "Annotation %s names this object's UID: removing finalizer %s without a destroy Job; its infrastructure is left as it is, "+
 			"and its Terraform state stays in Secret %s/%s (lock Lease %s)",
 			v1alpha1.AnnotationAbandonInfrastructure, v1alpha1.FinalizerDestroy, w.obj.GetNamespace(), jobs.StateSecretName(suffix), jobs.StateLeaseName(suffix))
-		return true, nil
+		// The state stays: not collected with the object.
+		return true, c.disownState(ctx, w)
+	}
+	if deletionForMove(w) {
+		// K11: clusterctl move deletes the source copy of what it moved; the
+		// infrastructure now belongs to the target's copy. The state is
+		// kept (clusterctl deletes the copy it moved itself).
+		w.normal(v1alpha1.EventMovedAway, "Deleted by clusterctl move (annotation %s, paused): no destroy Job; the infrastructure and its state belong to the moved copy",
+			v1alpha1.AnnotationDeleteForMove)
+		return true, c.disownState(ctx, w)
 	}
 	cached, err := c.jobsOf(w)
 	if err != nil {
@@ -180,6 +189,20 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 			"%v: fix spec.variables and the destroy Job starts (SPEC T3), or set annotation %s=%s", err, v1alpha1.AnnotationAbandonInfrastructure, w.obj.GetUID())
 		return nil
 	}
+	// O3: a lock a finished Job left is released; anyone else's waits.
+	set, err := c.freshJobs(ctx, w)
+	if err != nil {
+		return err
+	}
+	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionDestroy); err != nil || !ok {
+		return err
+	}
+	// K11: clusterctl move waits while the destroy runs.
+	stored, err := c.prepareStart(ctx, w)
+	if err != nil {
+		return err
+	}
+	*w = *stored
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, plan)
 	if err != nil {
 		return err

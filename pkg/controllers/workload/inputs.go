@@ -91,8 +91,11 @@ func (c *Controller) saveInputs(ctx context.Context, w *workload, in contract.In
 	secrets := c.kube.CoreV1().Secrets(ns)
 	desired := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
+			// No captf.io/managed label: clusterctl move copies this Secret
+			// with its object, and B3's policy lets only the manager and
+			// system:masters write that label (K11). The owner reference and
+			// the name say whose it is.
 			Name: name, Namespace: ns,
-			Labels:          map[string]string{v1alpha1.LabelManaged: v1alpha1.LabelTrue},
 			Annotations:     map[string]string{v1alpha1.AnnotationInputsHash: hash},
 			OwnerReferences: []metav1.OwnerReference{objectOwnerRef(w)},
 		},
@@ -134,7 +137,6 @@ func (c *Controller) startRun(ctx context.Context, job *batchv1.Job, in contract
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jobs.RunSecretName(job.Name), Namespace: job.Namespace,
-			Labels: map[string]string{v1alpha1.LabelManaged: v1alpha1.LabelTrue},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true),
 			}},

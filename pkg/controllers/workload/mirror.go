@@ -84,7 +84,7 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 // after a fresh read (a conflict or a concurrent create or delete, within
 // maxWriteAttempts), else MirrorFailed (B8) with an error when a retry with
 // backoff can help, and without one when only the sync period can (an
-// immutable mirror, a refusal, a terminating namespace).
+// invalid mirror, a terminating namespace).
 func (c *Controller) mirrorWriteFailed(w *workload, plan credentials.MirrorPlan, err error, attempt int) (again bool, _ error) {
 	name := plan.Secret.Name
 	retry := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
@@ -101,10 +101,14 @@ func (c *Controller) mirrorWriteFailed(w *workload, plan credentials.MirrorPlan,
 	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		c.mirrorFailed(w, "namespace %s is terminating: no mirror can be created in it", plan.Secret.Namespace)
 		return false, nil
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		c.mirrorFailed(w, "%s mirror Secret %s failed: %v", plan.Action, name, err)
 		return false, nil
 	}
+	// Anything else is retried with backoff, Forbidden included: an API
+	// server that has just started answers 403 until its authorizer's
+	// caches are synced, and a refusal by an admission policy is lifted by
+	// a change of the policy, which no event of ours reports.
 	c.mirrorFailed(w, "%s mirror Secret %s failed: %v", plan.Action, name, err)
 	return false, wrapped
 }

@@ -53,7 +53,7 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	ns := w.obj.GetNamespace()
 	suffix := jobs.StateSuffix(w.kind.name, w.obj.GetName())
 	secret := ns + "/" + tfstate.SecretName(suffix)
-	out, err := c.readState(ctx, ns, suffix)
+	out, read, err := c.readState(ctx, ns, suffix)
 	var encoded []byte
 	if err == nil {
 		encoded, err = out.Encode()
@@ -75,7 +75,7 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)",
 			len(out.Values)+len(out.Sensitive), secret, job, len(out.Sensitive))
 		logger.Info("Read Terraform outputs", "outputs", len(out.Values), "sensitiveOutputs", len(out.Sensitive))
-		return nil
+		return c.markState(ctx, w, rec, read)
 	case tfstate.KindNotFound:
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonStateNotFound,
 			"no state after apply Job %s: %v (does the module keep its state in the kubernetes backend captf configures?); %s", job, err, again)
@@ -87,7 +87,8 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 			"state Secret %s after apply Job %s: %v; the last good outputs stay; %s", secret, job, err, again)
 	}
 	logger.Info("Could not publish Terraform outputs", "problem", kind.String(), "err", err)
-	return nil
+	// K11: an unreadable state still moves with its object.
+	return c.markState(ctx, w, rec, read)
 }
 
 // keepRead copies into w the result of the read last written: outputs,
@@ -128,13 +129,19 @@ func (c *Controller) outputsSource(w *workload, job string) *v1alpha1.OutputsSou
 // fetched as the decoder reads them, one held at a time, each response
 // within MaxResponseBytes. An error that is not a *tfstate.Error is the
 // API server's.
-func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, error) {
+func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, []metav1.PartialObjectMetadata, error) {
 	secrets := c.uncached.Kube.CoreV1().Secrets(ns)
-	return tfstate.Read(tfstate.Chunks(suffix, func(name string) (*corev1.Secret, error) {
+	var read []metav1.PartialObjectMetadata
+	out, err := tfstate.Read(tfstate.Chunks(suffix, func(name string) (*corev1.Secret, error) {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
+		if s != nil {
+			// What marking the state needs of it (K11), so no second read.
+			read = append(read, stateMeta(&s.ObjectMeta))
+		}
 		return s, err
 	}))
+	return out, read, err
 }

@@ -58,6 +58,10 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	} else {
 		w, passErr = c.syncNormal(ctx, w)
 	}
+	if passErr == nil && !release {
+		// K11: the block-move mark goes once no Job starts or runs.
+		w, passErr = c.releaseMove(ctx, w)
+	}
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
 	c.deleteRunSecrets(ctx, w, before)
@@ -140,15 +144,26 @@ func (c *Controller) setFinalizer(ctx context.Context, w *workload, present bool
 	if hasFinalizer(w) == present {
 		return w, nil
 	}
+	return c.updateMeta(ctx, w, "finalizers", func() { setFinalizerOn(w, present) })
+}
+
+// setFinalizerOn adds or removes captf.io/destroy on w's object (no write).
+func setFinalizerOn(w *workload, present bool) {
 	fs := slices.DeleteFunc(slices.Clone(w.obj.GetFinalizers()), func(f string) bool { return f == v1alpha1.FinalizerDestroy })
 	if present {
 		fs = append(fs, v1alpha1.FinalizerDestroy)
 	}
-	status := w.status.DeepCopy()
 	w.obj.SetFinalizers(fs)
+}
+
+// updateMeta applies mutate to w's object, writes it and returns the stored
+// object, carrying over the status and events computed so far on this pass.
+func (c *Controller) updateMeta(ctx context.Context, w *workload, what string, mutate func()) (*workload, error) {
+	status := w.status.DeepCopy()
+	mutate()
 	stored, err := w.kind.update(ctx, w)
 	if err != nil {
-		return w, fmt.Errorf("updating finalizers: %w", err)
+		return w, fmt.Errorf("updating %s: %w", what, err)
 	}
 	// The stored object carries the status as it was before this pass;
 	// keep what this pass computed.

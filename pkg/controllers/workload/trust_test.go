@@ -65,7 +65,9 @@ func TestSyncFailedMirrorWriteIsNeverCurrent(t *testing.T) {
 	}{
 		{"immutable mirror", apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Secret").GroupKind(), mirrorName,
 			field.ErrorList{field.Forbidden(field.NewPath("data"), "field is immutable when `immutable` is set")}), false},
-		{"refused by admission", apierrors.NewForbidden(corev1.Resource("secrets"), mirrorName, errForTest("denied by policy")), false},
+		// Retried with backoff: a restarted API server answers 403 until
+		// its authorizer is synced (fault 1).
+		{"refused by admission", apierrors.NewForbidden(corev1.Resource("secrets"), mirrorName, errForTest("denied by policy")), true},
 		{"conflicts exhausted", apierrors.NewConflict(corev1.Resource("secrets"), mirrorName, errForTest("changed")), true},
 		{"server error", apierrors.NewInternalError(errForTest("etcd")), true},
 	} {

@@ -391,7 +391,17 @@ func (s *snapshot) mirrorsConverged(identity, hash string, namespaces []string) 
 			continue
 		}
 		if m == nil {
-			p.addf("%s: no mirror", ns)
+			// Say why, as the users' CredentialsMirrored says it.
+			why := ""
+			for uid := range want {
+				for _, c := range s.objects[uid].Conditions {
+					if c.Type == string(v1alpha1.ConditionCredentialsMirrored) || (c.Type == string(v1alpha1.ConditionIdentityAllowed) && c.Status != metav1.ConditionTrue) {
+						why += fmt.Sprintf(" (%s %s/%s: %s)", c.Type, c.Status, c.Reason, c.Message)
+					}
+				}
+				break
+			}
+			p.addf("%s: no mirror%s", ns, why)
 			continue
 		}
 		if m.Annotations[v1alpha1.AnnotationSourceHash] != hash {

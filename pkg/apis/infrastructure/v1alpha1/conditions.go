@@ -34,6 +34,11 @@ const (
 	// ConditionOutputsValid says whether the module's contract outputs are
 	// valid for Cluster API (SPEC K7): present, not null, well formed.
 	ConditionOutputsValid ConditionType = "OutputsValid"
+	// ConditionStateReadable is False (reason StateLocked) while the
+	// state's lock is held by something other than a Job of the object, so
+	// no Job starts (SPEC O3, upstream A1-158, A3-49); it is removed once
+	// the lock is free.
+	ConditionStateReadable ConditionType = "StateReadable"
 	// ConditionInfrastructureHealthy reports the module's health output
 	// (SPEC K7, K8); once provisioned, Ready follows it.
 	ConditionInfrastructureHealthy ConditionType = "InfrastructureHealthy"
@@ -165,6 +170,15 @@ const (
 	// ReasonWaitingForBootstrapData: a machine or pool waits for its
 	// owner's bootstrap data Secret (K5).
 	ReasonWaitingForBootstrapData ConditionReason = "WaitingForBootstrapData"
+	// ReasonStateLocked: StateReadable=False, the state's lock is held by
+	// something other than a Job of the object (O3).
+	ReasonStateLocked ConditionReason = "StateLocked"
+	// ReasonVariablesSourceNotFound: a spec.variablesFrom source that is not
+	// optional is missing or not labelled captf.io/variables=true (O9).
+	ReasonVariablesSourceNotFound ConditionReason = "VariablesSourceNotFound"
+	// ReasonVariablesInvalid: a variablesFrom source's keys or values break
+	// T3's rules or its format (O9).
+	ReasonVariablesInvalid ConditionReason = "VariablesInvalid"
 )
 
 // Reasons of OutputsValid (SPEC K7; upstream A1-160).
@@ -282,4 +296,18 @@ const (
 	EventKeysNeedAttention = "KeysNeedAttention"
 	// EventKeysValid (Normal, identity): no key needs attention any more.
 	EventKeysValid = "KeysValid"
+	// EventForceUnlocked (Warning, workload): the state's lock was held
+	// by a finished Job of the object and was released before the next
+	// Job (SPEC O3, A3-48).
+	EventForceUnlocked = "ForceUnlocked"
+	// EventStateLocked (Warning, workload): the state's lock is held by
+	// something else; no Job starts until it is released (O3, A3-49).
+	EventStateLocked = "StateLocked"
+	// EventStateAdopted (Normal, workload): the state records the object's
+	// spec as applied, so no apply Job runs for it (K11: a moved or
+	// restored object).
+	EventStateAdopted = "StateAdopted"
+	// EventMovedAway (Normal, workload): clusterctl move deleted the source
+	// copy; no destroy, the state was kept (K11).
+	EventMovedAway = "MovedAway"
 )

@@ -68,6 +68,18 @@ type TerraformMachinePoolSpec struct {
 	// +kubebuilder:validation:MaxProperties=256
 	Variables *runtime.RawExtension `json:"variables,omitempty"`
 
+	// VariablesFrom takes input variables from ConfigMaps and Secrets of
+	// the object's namespace labelled captf.io/variables=true (SPEC O9):
+	// each source's keys are variables, later sources win, and
+	// spec.variables wins over all. Values from a Secret are sensitive:
+	// they reach the Job's pod only through its run Secret, never its
+	// spec, the status or a log. A change of a source re-applies clusters
+	// and pools; a machine pins what it was provisioned with.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	VariablesFrom []VariablesFromSource `json:"variablesFrom,omitempty"`
+
 	// ProviderIDList are the provider identifiers of the pool's instances
 	// (Cluster API's InfraMachinePool contract). While it is unset, the
 	// manager sets it once from the apply's output provider_id_list, a

@@ -52,6 +52,21 @@ const (
 	// AnnotationPaused, Cluster API's pause, stops every Job of the object
 	// (SPEC T5).
 	AnnotationPaused = "cluster.x-k8s.io/paused"
+	// AnnotationAppliedSpec, on a state Secret, is the hash of the spec
+	// whose apply wrote it; AnnotationAppliedInputs the hash of its inputs
+	// (SPEC K11: whether a spec was applied survives a move, where status
+	// does not).
+	AnnotationAppliedSpec   = "captf.io/applied-spec"
+	AnnotationAppliedInputs = "captf.io/applied-inputs"
+	// AnnotationBlockMove is set by the manager on an object while a Job of
+	// it is starting or running: clusterctl move waits for it to go (K11).
+	AnnotationBlockMove = "clusterctl.cluster.x-k8s.io/block-move"
+	// AnnotationDeleteForMove marks clusterctl move's deletion of a source
+	// copy: no destroy, the state is kept (K11).
+	AnnotationDeleteForMove = "clusterctl.cluster.x-k8s.io/delete-for-move"
+	// LabelVariables, set to "true" on a ConfigMap or Secret, lets objects
+	// of its namespace take variables from it (SPEC O9).
+	LabelVariables = "captf.io/variables"
 	// AnnotationStandalone, set to "true" on a workload object, opts it out
 	// of SPEC K2-K5: it runs without Cluster API owners, pause, order or
 	// bootstrap data (for tests and users without Cluster API).

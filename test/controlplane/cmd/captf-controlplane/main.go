@@ -47,14 +47,15 @@ func main() {
 	crds := flag.String("crds", "manifests/crds", "directory of CRD YAML to install")
 	flag.StringVar(&webhookManifest, "webhook-manifest", "manifests/webhook/validating_webhook_configuration.yaml", "the ValidatingWebhookConfiguration to point at the local manager")
 	node := flag.Bool("node", false, "also start a node (containerd, kubelet, kube-scheduler, kube-proxy); needs root")
+	capi := flag.Bool("capi", false, "also install Cluster API's CRDs and run its core manager (bin/capi-manager, bin/capi-crds from hack/build-capi.sh)")
 	flag.Parse()
-	if err := run(*dir, *binDir, *crds, *node); err != nil {
+	if err := run(*dir, *binDir, *crds, *node, *capi); err != nil {
 		fmt.Fprintln(os.Stderr, "captf-controlplane:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, binDir, crds string, node bool) error {
+func run(dir, binDir, crds string, node, capi bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	dir, err := filepath.Abs(dir)
@@ -85,6 +86,15 @@ func run(dir, binDir, crds string, node bool) error {
 	}
 	if err := cp.WriteKubeconfig(filepath.Join(dir, "kubeconfig"), controlplane.Admin); err != nil {
 		return err
+	}
+	// Cluster API before the manager starts: the manager discovers it once,
+	// at start-up (SPEC K2-K6).
+	var capiManager *controlplane.CAPIManager
+	if capi {
+		if capiManager, err = cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: binDir}); err != nil {
+			return err
+		}
+		defer capiManager.Stop()
 	}
 	for _, u := range []string{controlplane.Alice, controlplane.Bob, controlplane.Manager} {
 		name := "kubeconfig-" + u
@@ -134,6 +144,9 @@ func run(dir, binDir, crds string, node bool) error {
 	}
 	fmt.Fprintf(&env, "LOG_DIR=%s\n", filepath.Join(cpDir, "logs"))
 	fmt.Fprintf(&env, "WEBHOOK_CLIENT_CA=%s\n", cp.WebhookClient.CAFile)
+	if capiManager != nil {
+		fmt.Fprintf(&env, "CAPI_MANAGER_PID=%d\nCAPI_MANAGER_LOG=%s\n", capiManager.PID(), capiManager.LogPath)
+	}
 	if node {
 		fmt.Fprintf(&env, "NODE=1\nCONTAINERD_ADDRESS=%s\n", controlplane.ContainerdAddress)
 	}

@@ -1,0 +1,74 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
+	"github.com/captf/captf/pkg/statelock"
+)
+
+// lockRequeue is how soon an object whose state is locked by something
+// else is looked at again: nothing reports the lock's release.
+const lockRequeue = time.Minute
+
+// lockStep runs before a Job of w starts (SPEC O3): it reads the state's
+// lock Lease uncached, releases a lock a finished Job of w left behind
+// (its pod was killed while Terraform held it; ForceUnlocked), and holds
+// the Job back while anything else holds it (StateReadable=False,
+// StateLocked; never broken). set is w's fresh Job set. It reports whether
+// the Job may start.
+func (c *Controller) lockStep(ctx context.Context, w *workload, set jobSet, action v1alpha1.JobAction) (bool, error) {
+	ns := w.obj.GetNamespace()
+	name := jobs.StateLeaseName(jobs.StateSuffix(w.kind.name, w.obj.GetName()))
+	lease, err := c.uncached.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	var facts statelock.Lease
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, fmt.Errorf("reading the state lock %s/%s: %w", ns, name, err)
+	default:
+		facts = statelock.Lease{Exists: true, Info: lease.Annotations[statelock.AnnotationLockInfo]}
+		if lease.Spec.HolderIdentity != nil {
+			facts.Holder = *lease.Spec.HolderIdentity
+		}
+	}
+	own := make([]statelock.Job, 0, len(set.all))
+	for _, j := range set.all {
+		own = append(own, statelock.Job{Name: j.Name, Finished: jobs.Finished(j)})
+	}
+	d := statelock.Decide(facts, own)
+	switch d.Action {
+	case statelock.Wait:
+		return false, nil // J1: its Job still runs
+	case statelock.Locked:
+		if !meta.IsStatusConditionFalse(w.status.Conditions, string(v1alpha1.ConditionStateReadable)) {
+			w.warn(v1alpha1.EventStateLocked, "The state lock %s is held by something other than a Job of this object (%s); the %s Job waits, and captf never breaks it", name, d.Message, action)
+		}
+		setCondition(w, c.clock.Now(), v1alpha1.ConditionStateReadable, metav1.ConditionFalse, v1alpha1.ReasonStateLocked,
+			"the state lock Lease %s: %s; the %s Job starts once it is released (if it is stale: tofu force-unlock, or delete the Lease)", name, d.Message, action)
+		c.queues[w.kind.name].AddAfter(w.key(), lockRequeue)
+		return false, nil
+	case statelock.ForceUnlock:
+		lease.Spec.HolderIdentity = nil
+		delete(lease.Annotations, statelock.AnnotationLockInfo)
+		// The resourceVersion read is the precondition: a lock taken since
+		// is not released.
+		if _, err := c.kube.CoordinationV1().Leases(ns).Update(ctx, lease, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+			return false, fmt.Errorf("releasing the state lock %s/%s of finished Job %s: %w", ns, name, d.Job, err)
+		}
+		metrics.ForceUnlocks.Inc()
+		klog.FromContext(ctx).Info("Released a stale state lock", "lease", klog.KRef(ns, name), "job", d.Job)
+		w.warn(v1alpha1.EventForceUnlocked, "Released the state lock %s: %s, and Job %s has finished", name, d.Message, d.Job)
+	}
+	meta.RemoveStatusCondition(&w.status.Conditions, string(v1alpha1.ConditionStateReadable))
+	return true, nil
+}

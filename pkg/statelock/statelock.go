@@ -1,0 +1,152 @@
+// Package statelock decides what to do about the lock of a Terraform state
+// before a Job of its object starts (SPEC O3, upstream A3-48, A3-49): pure
+// code, given the lock Lease the kubernetes backend keeps and the object's
+// Jobs.
+//
+// The backend (Terraform's and OpenTofu's "kubernetes") holds the lock in
+// the Lease lock-tfstate-default-<suffix>: spec.holderIdentity is the lock
+// ID, and the annotation app.terraform.io/lock-info the lock's JSON, whose
+// Who is "<user>@<hostname>". In a Job's pod the hostname is the pod's
+// name: the Job's name and "-" (cut to 58 characters, as the API server
+// cuts a generateName) and five random characters. A lock whose holder is
+// a pod of one of the object's own Jobs that has finished can only be
+// stale: its process is gone. Anything else (a running Job, another
+// object's Job, a person at a terminal) is never broken.
+package statelock
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// AnnotationLockInfo is where the backend keeps the lock's JSON.
+const AnnotationLockInfo = "app.terraform.io/lock-info"
+
+// maxLockInfo bounds the lock JSON read (B10): the backend writes a few
+// hundred bytes.
+const maxLockInfo = 16 << 10
+
+// LockInfo is what the backend records of a lock.
+type LockInfo struct {
+	ID        string    `json:"ID"`
+	Operation string    `json:"Operation"`
+	Who       string    `json:"Who"`
+	Created   time.Time `json:"Created"`
+}
+
+// Lease is what the controller read of the lock Lease.
+type Lease struct {
+	// Exists: the Lease exists; Holder its spec.holderIdentity ("" when
+	// the lock is free).
+	Exists bool
+	Holder string
+	// Info is its lock-info annotation, raw.
+	Info string
+}
+
+// Job is one of the object's Jobs.
+type Job struct {
+	Name     string
+	Finished bool
+}
+
+// Action is what to do before the Job starts.
+type Action int
+
+const (
+	// Proceed: no lock, or one the next Job may take (free).
+	Proceed Action = iota
+	// ForceUnlock: the lock is held by a finished Job of the object:
+	// release it (ForceUnlocked), then proceed.
+	ForceUnlock
+	// Wait: held by a Job of the object that still runs; no new Job
+	// would start anyway (J1).
+	Wait
+	// Locked: held by anything else; never broken (StateLocked).
+	Locked
+)
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	Action Action
+	// Job is the object's Job that holds the lock (ForceUnlock, Wait).
+	Job string
+	// Message describes the holder, for events and conditions: the lock
+	// ID, who, the operation and since when (no value of the state).
+	Message string
+}
+
+// Decide decides what to do about lease before a Job of the object whose
+// Jobs are jobs starts.
+func Decide(lease Lease, jobs []Job) Decision {
+	if !lease.Exists || lease.Holder == "" {
+		return Decision{Action: Proceed}
+	}
+	info, err := ParseInfo(lease.Info)
+	desc := describe(lease.Holder, info, err)
+	if err == nil {
+		host := info.Who[strings.LastIndex(info.Who, "@")+1:]
+		for _, j := range jobs {
+			if !PodOfJob(host, j.Name) {
+				continue
+			}
+			if j.Finished {
+				return Decision{Action: ForceUnlock, Job: j.Name, Message: desc}
+			}
+			return Decision{Action: Wait, Job: j.Name, Message: desc}
+		}
+	}
+	return Decision{Action: Locked, Message: desc}
+}
+
+// ParseInfo reads a lock-info annotation within bounds.
+func ParseInfo(s string) (LockInfo, error) {
+	var info LockInfo
+	if s == "" {
+		return info, fmt.Errorf("the lock has no %s annotation", AnnotationLockInfo)
+	}
+	if len(s) > maxLockInfo {
+		return info, fmt.Errorf("the lock's %s annotation is %d bytes, more than %d", AnnotationLockInfo, len(s), maxLockInfo)
+	}
+	if err := json.Unmarshal([]byte(s), &info); err != nil {
+		return info, fmt.Errorf("the lock's %s annotation is not the backend's JSON", AnnotationLockInfo)
+	}
+	if !strings.Contains(info.Who, "@") {
+		return info, fmt.Errorf("the lock's holder %q names no host", clip(info.Who))
+	}
+	return info, nil
+}
+
+// PodOfJob reports whether host is the name of a pod of Job job: the
+// Job's name and "-", cut to 58 characters, then five characters.
+func PodOfJob(host, job string) bool {
+	prefix := job + "-"
+	if len(prefix) > 58 {
+		prefix = prefix[:58]
+	}
+	return len(host) == len(prefix)+5 && strings.HasPrefix(host, prefix)
+}
+
+func describe(holder string, info LockInfo, err error) string {
+	if err != nil {
+		return fmt.Sprintf("lock %s (%v)", clip(holder), err)
+	}
+	s := fmt.Sprintf("lock %s held by %s", clip(info.ID), clip(info.Who))
+	if info.Operation != "" {
+		s += " for " + clip(info.Operation)
+	}
+	if !info.Created.IsZero() {
+		s += " since " + info.Created.UTC().Format(time.RFC3339)
+	}
+	return s
+}
+
+// clip bounds a tenant-written string in a message (B14's rule for names).
+func clip(s string) string {
+	if len(s) > 128 {
+		return s[:128] + "..."
+	}
+	return s
+}

@@ -1,0 +1,29 @@
+// Package clusterctl proves captf as a provider clusterctl installs (SPEC
+// K10) with Cluster API's own clusterctl (bin/clusterctl, hack/build-capi.sh)
+// and the local repository hack/clusterctl-repository.sh writes (make
+// clusterctl-repository), with no network:
+//
+//   - TestClusterctlInit: `clusterctl init --infrastructure terraform` into a
+//     fresh control plane of its own installs captf's CRDs, RBAC, webhook
+//     configuration, admission policy and Deployment, labelled with the
+//     provider's name, and Cluster API's manager gets captf's aggregated
+//     ClusterRole. No pod runs here (no kubelet): that the manager becomes
+//     ready is the end-to-end test's (docs/local-control-plane.md).
+//   - TestClusterctlGenerateCluster: `clusterctl generate cluster`, default
+//     and clusterclass flavors, renders what the API server accepts (dry-run
+//     create against the CRDs of captf, Cluster API and kubeadm).
+//   - TestClusterClassPatchesIdentity: the ClusterClass, created for real
+//     with Cluster API's core manager running its topology controller, gives
+//     the cluster a TerraformCluster whose identityRef and images its
+//     patches set from the topology variables (K9).
+package clusterctl
+
+import (
+	"testing"
+
+	"github.com/captf/captf/test/integration/framework"
+)
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{ControllerManager: true})
+}
