@@ -195,7 +195,7 @@ func TestInformers(t *testing.T) {
 }
 
 // K5: the bootstrap Secrets' watch keeps names and versions only (B1,
-// B12), and MachinePools are found by the Secret their template names.
+// B12), and MachinePools and Machines are found by the Secret they name.
 func TestBootstrapSecretsMetadata(t *testing.T) {
 	full := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1-bootstrap", UID: "u", ResourceVersion: "7",
 		Labels: map[string]string{capiv1.LabelClusterName: "c1", "big": strings.Repeat("x", 63)}, Annotations: map[string]string{"a": "b"},
@@ -227,6 +227,25 @@ func TestBootstrapSecretsMetadata(t *testing.T) {
 	require.Len(t, pools, 1)
 	assert.Equal(t, "p1", pools[0].Name)
 	assert.Empty(t, inf.PoolsUsingBootstrapSecret("other", "p1-bootstrap"))
+
+	// Machines alone: the watch exists, and Machines are found by the
+	// Secret they name.
+	inf, err = NewInformers(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		capiv1.MachinesResource: "MachineList"}), metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()), Served{Machines: true}, 0)
+	require.NoError(t, err)
+	require.NotNil(t, inf.BootstrapSecrets)
+	machine, err := toMachine(unstructuredObj(t, capiv1.KindMachine, "ns", "m1", nil, nil, map[string]any{
+		"bootstrap": map[string]any{"dataSecretName": "m1-bootstrap"},
+	}))
+	require.NoError(t, err)
+	require.NoError(t, inf.Machines.GetIndexer().Add(machine))
+	machines := inf.MachinesUsingBootstrapSecret("ns", "m1-bootstrap")
+	require.Len(t, machines, 1)
+	assert.Equal(t, "m1", machines[0].Name)
+	assert.Empty(t, inf.MachinesUsingBootstrapSecret("ns", "p1-bootstrap"))
+	assert.Empty(t, inf.PoolsUsingBootstrapSecret("ns", "m1-bootstrap"), "MachinePools not served")
+	var none *Informers
+	assert.Empty(t, none.MachinesUsingBootstrapSecret("ns", "m1-bootstrap"))
 
 	noMeta, err := NewInformers(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), nil, Served{MachinePools: true}, 0)
 	require.NoError(t, err)

@@ -73,15 +73,21 @@ type Informers struct {
 	Clusters, Machines, MachinePools cache.SharedIndexInformer
 	// BootstrapSecrets watches, by metadata only, the Secrets labelled
 	// cluster.x-k8s.io/cluster-name (Cluster API's bootstrap providers
-	// label their bootstrap data Secrets so), so that a pool re-applies
-	// when its bootstrap data changes (SPEC K5) without caching any
-	// Secret's data (B1) or polling. nil without MachinePools.
+	// label their bootstrap data Secrets so), so that a machine waiting
+	// for its bootstrap data starts once the Secret exists and a pool
+	// re-applies when its bootstrap data changes (SPEC K5), without
+	// caching any Secret's data (B1) or polling. nil without Machines and
+	// MachinePools.
 	BootstrapSecrets cache.SharedIndexInformer
 }
 
 // IndexPoolByBootstrapSecret indexes MachinePools by the namespace and
 // name of the bootstrap data Secret their template names.
 const IndexPoolByBootstrapSecret = "capi.machinepool.byBootstrapSecret"
+
+// IndexMachineByBootstrapSecret indexes Machines by the namespace and
+// name of the bootstrap data Secret they name.
+const IndexMachineByBootstrapSecret = "capi.machine.byBootstrapSecret"
 
 // NewInformers builds an informer for each served resource. meta, when
 // not nil, serves the bootstrap Secrets' metadata watch. Start them with
@@ -94,21 +100,53 @@ func NewInformers(client dynamic.Interface, meta metadata.Interface, served Serv
 		})
 	}
 	if served.Machines {
-		inf.Machines = newInformer(client, capiv1.MachinesResource, resync, toMachine, cache.Indexers{})
+		inf.Machines = newInformer(client, capiv1.MachinesResource, resync, toMachine, cache.Indexers{
+			IndexMachineByBootstrapSecret: indexMachineByBootstrapSecret,
+		})
 	}
 	if served.MachinePools {
 		inf.MachinePools = newInformer(client, capiv1.MachinePoolsResource, resync, toMachinePool, cache.Indexers{
 			IndexPoolByBootstrapSecret: indexPoolByBootstrapSecret,
 		})
-		if meta != nil {
-			i := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource("secrets"), metav1.NamespaceAll, resync,
-				cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = capiv1.LabelClusterName }).Informer()
-			// Set before the informer starts, so it cannot fail.
-			_ = i.SetTransform(trimSecretMetadata)
-			inf.BootstrapSecrets = i
-		}
+	}
+	if (served.Machines || served.MachinePools) && meta != nil {
+		i := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource("secrets"), metav1.NamespaceAll, resync,
+			cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = capiv1.LabelClusterName }).Informer()
+		// Set before the informer starts, so it cannot fail.
+		_ = i.SetTransform(trimSecretMetadata)
+		inf.BootstrapSecrets = i
 	}
 	return inf, nil
+}
+
+func indexMachineByBootstrapSecret(obj interface{}) ([]string, error) {
+	m, ok := obj.(*capiv1.Machine)
+	if !ok {
+		return nil, nil
+	}
+	if n := m.Spec.Bootstrap.DataSecretName; n != nil && *n != "" {
+		return []string{m.Namespace + "/" + *n}, nil
+	}
+	return nil, nil
+}
+
+// MachinesUsingBootstrapSecret returns the Machines that name the
+// bootstrap data Secret ns/name.
+func (i *Informers) MachinesUsingBootstrapSecret(ns, name string) []*capiv1.Machine {
+	if i == nil || i.Machines == nil {
+		return nil
+	}
+	objs, err := i.Machines.GetIndexer().ByIndex(IndexMachineByBootstrapSecret, ns+"/"+name)
+	if err != nil {
+		return nil
+	}
+	out := make([]*capiv1.Machine, 0, len(objs))
+	for _, o := range objs {
+		if m, ok := o.(*capiv1.Machine); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func indexPoolByBootstrapSecret(obj interface{}) ([]string, error) {

@@ -215,14 +215,27 @@ func (in Inputs) JSON() []byte {
 	return b
 }
 
-// Hash is the lowercase hex SHA-256 of JSON(): the inputs hash recorded
-// with status.lastApply (SPEC K6). A hash reveals nothing of a sensitive
+// Hash is the lowercase hex SHA-256 of JSON() without the object's UID:
+// the inputs hash recorded with status.lastApply (SPEC K6) and on the
+// state (K11). A live object's UID never changes, so leaving it out
+// changes no re-apply decision, while a copy clusterctl moved (or a
+// restore) has another UID and the same inputs: it adopts its applied
+// state instead of applying again. A hash reveals nothing of a sensitive
 // value.
 func (in Inputs) Hash() string {
 	if len(in) == 0 {
 		return ""
 	}
-	sum := sha256.Sum256(in.JSON())
+	h := in
+	var obj map[string]string
+	if raw, ok := in[InputObject]; ok && json.Unmarshal(raw, &obj) == nil {
+		if _, ok := obj["uid"]; ok {
+			delete(obj, "uid")
+			h = maps.Clone(in)
+			h.set(InputObject, obj)
+		}
+	}
+	sum := sha256.Sum256(h.JSON())
 	return hex.EncodeToString(sum[:])
 }
 

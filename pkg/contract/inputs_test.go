@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
@@ -165,4 +166,17 @@ func TestDecodeInputsBounded(t *testing.T) {
 	in, err := DecodeInputs([]byte(`{"a":{"b":[1,2]}}`))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"b":[1,2]}`, string(in["a"]))
+}
+
+// K6, K11: the inputs hash leaves the object's UID out (a copy moved by
+// clusterctl has another UID and the same inputs), and nothing else.
+func TestInputsHashWithoutUID(t *testing.T) {
+	render := func(uid, name string) Inputs {
+		return RenderInputs(InputSources{Kind: v1alpha1.KindTerraformCluster, Object: &metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid)}})
+	}
+	a, b := render("u1", "tc1"), render("u2", "tc1")
+	require.NotEqual(t, string(a.JSON()), string(b.JSON()), "the module still gets the UID")
+	require.Equal(t, a.Hash(), b.Hash())
+	require.NotEqual(t, a.Hash(), render("u1", "tc2").Hash())
+	require.Contains(t, string(a[InputObject]), `"uid":"u1"`, "Hash does not change the inputs")
 }

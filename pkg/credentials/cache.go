@@ -26,8 +26,9 @@ var trimMark = func() string {
 // B1): it keeps the metadata and type the manager compares and replaces the
 // data by its hash, so the cache's memory does not grow with the size of
 // labelled Secrets, which any tenant can create. The hash still lets a pass
-// notice data edited out of band (M6) without a read; a write always starts
-// from an uncached read of the mirror. Managed fields are dropped too. It is
+// notice data edited out of band (M6) without a read, and a rewrite is
+// preconditioned on the cached resourceVersion (P3), so a stale copy is
+// refused by the API server, never written back. Managed fields are dropped too. It is
 // idempotent, and objects of other types are returned unchanged.
 func TrimSecretForCache(obj interface{}) (interface{}, error) {
 	s, ok := obj.(*corev1.Secret)

@@ -24,4 +24,8 @@
 //     ([CompareMirror], [ApplyDesired]); when to write is the caller's.
 //   - M7: recognising a foreign Secret that must never be modified
 //     ([IsForeign]).
+//   - P3: a mirror rewrite as one write preconditioned on the version it
+//     was planned from, a cache copy or a fresh read ([PlanMirror],
+//     [MirrorPatch], [OwnersPatch]); the caller re-reads and re-plans on a
+//     Conflict.
 package credentials

@@ -47,9 +47,16 @@ func (a MirrorAction) String() string {
 // MirrorPlan is the decision [PlanMirror] takes.
 type MirrorPlan struct {
 	Action MirrorAction
-	// Secret is the object to create or update (MirrorCreate, MirrorUpdate);
-	// it shares no memory with the inputs.
+	// Secret is the object to create (MirrorCreate), or the mirror as the
+	// update leaves it as far as the planned-from copy shows (MirrorUpdate;
+	// a cache copy may lack labels and annotations others set, which the
+	// update keeps); it shares no memory with the inputs.
 	Secret *corev1.Secret
+	// Patch is the update (MirrorUpdate): [MirrorPatch], preconditioned on
+	// the resourceVersion of the Secret the plan was made from (SPEC P3).
+	// It is nil when that Secret has no resourceVersion: read it uncached
+	// and plan again.
+	Patch []byte
 	// Diff says which owned fields differ (MirrorUpdate); owner references
 	// are in OwnersAdded and Repaired.
 	Diff MirrorDiff
@@ -67,8 +74,11 @@ type MirrorPlan struct {
 // mirror's name (nil when none does, or a trimmed cache copy, SPEC B1),
 // given desired from [DesiredMirror] and the owner references of every user
 // of the mirror in the namespace (SPEC M2-M7). It is pure: the caller reads,
-// writes and retries. The caller must re-plan from an uncached read before
-// it writes an update over a trimmed cache copy (B1).
+// writes and retries. An update is a patch preconditioned on existing's
+// resourceVersion (SPEC P3), so it may be planned from a trimmed cache copy:
+// if the Secret changed since that version the API server refuses the
+// write with a Conflict, and the caller reads it uncached and plans again
+// (B1: nothing is ever overwritten blind).
 func PlanMirror(existing, desired *corev1.Secret, users []metav1.OwnerReference) MirrorPlan {
 	if existing == nil {
 		s := desired.DeepCopy()
@@ -102,5 +112,8 @@ func PlanMirror(existing, desired *corev1.Secret, users []metav1.OwnerReference)
 	plan.Action = MirrorUpdate
 	plan.Secret = ApplyDesired(existing, desired)
 	plan.Secret.OwnerReferences = slices.Clone(refs)
+	if p, err := MirrorPatch(existing, desired, plan); err == nil {
+		plan.Patch = p
+	}
 	return plan
 }

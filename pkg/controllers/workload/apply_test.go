@@ -320,7 +320,7 @@ func TestSyncDeletingCreatesDestroyJob(t *testing.T) {
 
 	wantJob := jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionDestroy, 1)
 	require.Equal(t, []string{
-		"update secrets " + testNS + "/" + mirrorName,
+		"patch secrets " + testNS + "/" + mirrorName,
 		"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
 		"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
 		"create jobs " + testNS + "/" + wantJob,
@@ -345,7 +345,7 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 		wantMirror string
 	}{
 		{name: "V3 last owner: mirror deleted", wantMirror: "delete secrets " + testNS + "/" + mirrorName},
-		{name: "V3 other owners: reference removed", others: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformMachine, newMachine("m1"))}, wantMirror: "update secrets " + testNS + "/" + mirrorName},
+		{name: "V3 other owners: reference removed", others: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformMachine, newMachine("m1"))}, wantMirror: "patch secrets " + testNS + "/" + mirrorName},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -394,7 +394,8 @@ func TestSyncDestroySucceededCleansUp(t *testing.T) {
 				requireDeletePreconditions(t, w[1], mirror.UID, mirror.ResourceVersion)
 				require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
-				require.Equal(t, tc.others, w[1].obj.(*corev1.Secret).OwnerReferences)
+				require.Equal(t, tc.others, f.storedSecret(testNS, mirrorName).OwnerReferences)
+				require.Contains(t, string(w[1].raw.(k8stesting.PatchAction).GetPatch()), `"resourceVersion":"42"`, "P3: preconditioned on the cached version")
 			}
 			require.Empty(t, f.createdJobs())
 		})

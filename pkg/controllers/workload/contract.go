@@ -292,22 +292,24 @@ func (c *Controller) addContractHandlers(inf Informers) error {
 			return err
 		}
 	}
-	// K5: a pool re-applies when its bootstrap data changes (kubeadm
-	// rotates a pool's join token in the same Secret, upstream A4-12):
-	// the Secret's metadata watch maps a new version to the pools that
-	// use it, whose pass reads it uncached.
+	// K5: a machine waiting for its bootstrap data starts once the
+	// Secret exists, and a pool re-applies when its bootstrap data
+	// changes (kubeadm rotates a pool's join token in the same Secret,
+	// upstream A4-12): the Secret's metadata watch maps a new Secret or
+	// version to the machines and pools that use it, whose pass reads it
+	// uncached.
 	if i := c.capi.BootstrapSecrets; i != nil {
 		if err := c.handle(i, cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(oldObj, newObj interface{}) {
 				o, ok1 := oldObj.(metav1.Object)
 				n, ok2 := newObj.(metav1.Object)
 				if ok1 && ok2 && o.GetResourceVersion() != n.GetResourceVersion() {
-					c.enqueuePoolsOf(n)
+					c.enqueueBootstrapUsers(n)
 				}
 			},
 			AddFunc: func(obj interface{}) {
 				if m, ok := obj.(metav1.Object); ok {
-					c.enqueuePoolsOf(m)
+					c.enqueueBootstrapUsers(m)
 				}
 			},
 		}); err != nil {
@@ -350,6 +352,33 @@ func withoutVersion(obj interface{}) interface{} {
 		return o
 	}
 	return obj
+}
+
+// enqueueBootstrapUsers enqueues the machines and pools whose owner
+// names the bootstrap data Secret s (K5).
+func (c *Controller) enqueueBootstrapUsers(s metav1.Object) {
+	c.enqueuePoolsOf(s)
+	c.enqueueMachinesOf(s)
+}
+
+// enqueueMachinesOf enqueues the TerraformMachines whose Machine names
+// the bootstrap data Secret s and that are not provisioned: a provisioned
+// machine pins the data it was provisioned with and never reads it again
+// (K5), so a change of the Secret costs it no pass.
+func (c *Controller) enqueueMachinesOf(s metav1.Object) {
+	for _, m := range c.capi.MachinesUsingBootstrapSecret(s.GetNamespace(), s.GetName()) {
+		ref := m.Spec.InfrastructureRef
+		if ref.APIGroup != v1alpha1.SchemeGroupVersion.Group || ref.Kind != v1alpha1.KindTerraformMachine || ref.Name == "" {
+			continue
+		}
+		key := cache.ObjectName{Namespace: m.Namespace, Name: ref.Name}
+		if o, ok, err := c.kinds[v1alpha1.KindTerraformMachine].informer.GetIndexer().GetByKey(key.String()); err == nil && ok {
+			if tm, ok := o.(*v1alpha1.TerraformMachine); ok && provisioned(&tm.Status) {
+				continue
+			}
+		}
+		c.Enqueue(v1alpha1.KindTerraformMachine, key)
+	}
 }
 
 // enqueuePoolsOf enqueues the TerraformMachinePools whose MachinePool's

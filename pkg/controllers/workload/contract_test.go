@@ -496,3 +496,31 @@ func TestK5PoolFollowsItsBootstrapData(t *testing.T) {
 	require.NoError(t, f.sync(kindPool, "tmp1"))
 	require.Len(t, f.createdJobs(), 1, "new bootstrap data: re-apply")
 }
+
+// K5: a machine waiting for its bootstrap data Secret is enqueued when the
+// Secret appears (the metadata watch of labelled Secrets), so its apply
+// starts then, not a sync period later; a provisioned machine, which pins
+// its data, is not.
+func TestK5MachineFollowsItsBootstrapSecret(t *testing.T) {
+	f := capiFixture(t)
+	f.seed(newMachine("tm1", withCAPI, capiOwner(capiv1.KindMachine, "m1")),
+		newMachine("tm2", withCAPI, capiOwner(capiv1.KindMachine, "m2"), withStatus(provisionedStatus)))
+	f.seedCAPI(capiMachine("m1", "tm1", ptr.To("m1-bootstrap")), capiMachine("m2", "tm2", ptr.To("m1-bootstrap")))
+	require.NoError(t, f.sync(kindMachine, "tm1"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionDependenciesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBootstrapData)
+	q := f.c.queues[kindMachine]
+	for q.Len() > 0 { // what seeding enqueued
+		k, _ := q.Get()
+		q.Done(k)
+	}
+
+	f.c.enqueueBootstrapUsers(&metav1.ObjectMeta{Namespace: testNS, Name: "m1-bootstrap"})
+	f.waitQueued(kindMachine, cache.ObjectName{Namespace: testNS, Name: "tm1"})
+	require.Zero(t, q.Len(), "the provisioned machine tm2 pins its bootstrap data: not enqueued")
+	f.c.enqueueBootstrapUsers(&metav1.ObjectMeta{Namespace: testNS, Name: "other"})
+	require.Zero(t, q.Len(), "a Secret no Machine names")
+
+	f.seedHidden(bootstrapSecret("m1-bootstrap", bootstrapValue))
+	require.NoError(t, f.sync(kindMachine, "tm1"))
+	require.Len(t, f.createdJobs(), 1)
+}

@@ -163,7 +163,7 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		},
 		source:     reader,
 		conflicts:  tracker,
-		echoes:     newEchoes(),
+		echoes:     newEchoes(clk),
 		written:    loop.NewWritten[v1alpha1.WorkloadStatus](),
 		capi:       capiInf,
 		capiServed: inf.CAPIServed,

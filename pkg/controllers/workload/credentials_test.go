@@ -394,11 +394,10 @@ func TestSyncRepairsOwnerReference(t *testing.T) {
 
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-	a, ok := f.find("update", "secrets", "")
+	got, _, ok := f.patchedSecret()
 	require.True(t, ok, "actions: %v", f.allActions())
-	got := a.obj.(*corev1.Secret)
 	require.Equal(t, []metav1.OwnerReference{foreign, refOf(v1alpha1.KindTerraformCluster, c1)}, got.OwnerReferences, "replaced in place, others kept")
-	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
+	require.Equal(t, []string{"patch secrets " + testNS + "/" + mirrorName, "update terraformclusters/status " + testNS + "/c1"}, f.writes())
 	require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventOwnerReferenceRepaired)
 }
 
@@ -436,9 +435,9 @@ func TestSyncSharedMirrorHasEveryOwner(t *testing.T) {
 		f.seed(p1)
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
-		a, ok := f.find("update", "secrets", "")
+		got, _, ok := f.patchedSecret()
 		require.True(t, ok)
-		require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachinePool, p1)}, a.obj.(*corev1.Secret).OwnerReferences)
+		require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachinePool, p1)}, got.OwnerReferences)
 	})
 }
 
@@ -471,9 +470,9 @@ func TestSyncMirrorWritesOnlyOnChange(t *testing.T) {
 	f.Secrets = append(f.Secrets, "r0tated-VALUE-x1", credentials.SourceHash(rotated))
 	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), newSource(rotated), sourceNS))
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
-	require.Equal(t, []string{"update secrets " + testNS + "/" + mirrorName}, f.writes(), "data and hash only; the status did not change")
-	a, _ := f.find("update", "secrets", "")
-	m := a.obj.(*corev1.Secret)
+	require.Equal(t, []string{"patch secrets " + testNS + "/" + mirrorName}, f.writes(), "data and hash only; the status did not change")
+	m, _, ok := f.patchedSecret()
+	require.True(t, ok)
 	require.Equal(t, rotated, m.Data)
 	require.Equal(t, credentials.SourceHash(rotated), m.Annotations[v1alpha1.AnnotationSourceHash])
 	require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1)}, m.OwnerReferences)
@@ -504,9 +503,8 @@ func TestSyncMirrorRepairsDrift(t *testing.T) {
 
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-			a, ok := f.find("update", "secrets", "")
+			got, _, ok := f.patchedSecret()
 			require.True(t, ok, "actions: %v", f.allActions())
-			got := a.obj.(*corev1.Secret)
 			require.Equal(t, sourceData(), got.Data)
 			require.Equal(t, "true", got.Labels[v1alpha1.LabelManaged])
 			require.Equal(t, "kept", got.Labels["other"])
@@ -659,7 +657,7 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 		want string
 	}{
 		{name: "V4 last owner: the old mirror is deleted", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "delete secrets " + testNS + "/" + oldName},
-		{name: "V4 other owners remain: only the reference goes", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other), refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "update secrets " + testNS + "/" + oldName},
+		{name: "V4 other owners remain: only the reference goes", owners: []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other), refOf(v1alpha1.KindTerraformMachinePool, p1)}, want: "patch secrets " + testNS + "/" + oldName},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -677,7 +675,8 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 				requireDeletePreconditions(t, w[0], old.UID, "77")
 				require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventMirrorRemoved)
 			} else {
-				require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other)}, w[0].obj.(*corev1.Secret).OwnerReferences)
+				require.Equal(t, []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, other)}, f.storedSecret(testNS, oldName).OwnerReferences)
+				require.Contains(t, string(w[0].raw.(k8stesting.PatchAction).GetPatch()), `"resourceVersion":"77"`, "P3: preconditioned on the cached version")
 			}
 			require.Equal(t, "create secrets "+testNS+"/"+credentials.MirrorName("new"), w[1].String())
 			require.Equal(t, "new", f.lastStatus().Identity)
@@ -685,9 +684,10 @@ func TestSyncReleasesOldIdentityMirror(t *testing.T) {
 	}
 }
 
-// V4, V3: a release works on a fresh uncached read of the mirror (B1: the
-// cache holds no data to write back), so a new owner the cache has not seen
-// yet wins: the mirror is updated, not deleted.
+// V4, V3, P3: a release is decided on the cache's copy and written with
+// its resourceVersion as a precondition, so a new owner the cache has not
+// seen yet wins: the delete is refused, a fresh uncached read shows the
+// newcomer (B1), and the mirror is patched, not deleted.
 func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 	f := newFixture(t)
 	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
@@ -714,12 +714,46 @@ func TestSyncReleaseConflictNewOwnerWins(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{
+		"delete secrets " + testNS + "/" + oldName, // refused: version 42 is not stored
 		"get secrets " + testNS + "/" + oldName,
-		"update secrets " + testNS + "/" + oldName,
+		"patch secrets " + testNS + "/" + oldName,
 	}, oldWrites)
 	got := f.storedSecret(testNS, oldName)
 	require.NotNil(t, got, "the new owner won: not deleted")
 	require.Equal(t, []metav1.OwnerReference{newcomer}, got.OwnerReferences)
+}
+
+// V4, M7, P3: a release decided on the cache's copy whose write is refused
+// because the Secret has meanwhile stopped being a mirror (its label
+// removed) leaves it alone: the fresh read shows a foreign Secret.
+func TestSyncReleaseOfASecretNoLongerAMirror(t *testing.T) {
+	f := newFixture(t)
+	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
+		p.Spec.IdentityRef = idRef("new")
+		p.Spec.Source.Image = ""
+	})
+	oldName := credentials.MirrorName("old")
+	other := refOf(v1alpha1.KindTerraformCluster, newCluster("c9"))
+	cached := newMirror("old", testNS, sourceData(), refOf(v1alpha1.KindTerraformMachinePool, p1), other)
+	f.seed(newSource(sourceData()), newIdentity("old", allowList(testNS)), newIdentity("new", allowList(testNS)), p1, cached)
+	foreign := cached.DeepCopy()
+	delete(foreign.Labels, v1alpha1.LabelMirrored)
+	foreign.ResourceVersion = "43"
+	require.NoError(t, f.Kube.Tracker().Update(corev1.SchemeGroupVersion.WithResource("secrets"), foreign, testNS))
+
+	require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
+
+	var calls []string
+	for _, a := range f.allActions() {
+		if a.name == oldName {
+			calls = append(calls, a.String())
+		}
+	}
+	require.Equal(t, []string{
+		"patch secrets " + testNS + "/" + oldName, // planned from the cache (42): Conflict
+		"get secrets " + testNS + "/" + oldName,
+	}, calls, "no second write")
+	require.Equal(t, foreign, f.storedSecret(testNS, oldName), "M7: not modified")
 }
 
 // M6: the mirror exists on the API server but the informer has not seen it
@@ -849,4 +883,57 @@ func TestSyncStatusJudgedAgainstLastWriteNotOnlyCache(t *testing.T) {
 	// No catchUp: the cache still shows the converged status.
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+}
+
+// Section 13, P3: a change that reaches every user of a shared mirror costs
+// one write, even when the users reconcile before the cache shows that
+// write: the first user's write is the version the others plan from, so
+// they find the mirror current, with no write, no Conflict and no read of
+// the mirror.
+func TestSyncSharedMirrorOneWritePerChange(t *testing.T) {
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) { c.Spec.Source.Image = "" })
+	m1 := newMachine("m1", func(m *v1alpha1.TerraformMachine) {
+		m.Labels = map[string]string{v1alpha1.LabelClusterName: "c1"}
+		m.Spec.Source.Image = ""
+	})
+	p1 := newPool("p1", func(p *v1alpha1.TerraformMachinePool) {
+		p.Spec.IdentityRef = idRef(identityName)
+		p.Spec.Source.Image = ""
+	})
+	users := []metav1.OwnerReference{refOf(v1alpha1.KindTerraformCluster, c1), refOf(v1alpha1.KindTerraformMachine, m1), refOf(v1alpha1.KindTerraformMachinePool, p1)}
+	syncAll := func(f *fixture) {
+		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachine, "m1"))
+		require.NoError(t, f.sync(v1alpha1.KindTerraformMachinePool, "p1"))
+	}
+	mirrorCalls := func(f *fixture) []string {
+		var out []string
+		for _, a := range f.allActions() {
+			if a.resource == "secrets" && a.name == mirrorName {
+				out = append(out, a.String())
+			}
+		}
+		return out
+	}
+	t.Run("three new users: one create", func(t *testing.T) {
+		f := newFixture(t)
+		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m1, p1)
+		syncAll(f) // no catchUp: the cache never shows the create
+		require.Equal(t, []string{"create secrets " + testNS + "/" + mirrorName}, mirrorCalls(f))
+		require.ElementsMatch(t, users, f.storedSecret(testNS, mirrorName).OwnerReferences)
+	})
+	t.Run("rotation: one patch", func(t *testing.T) {
+		f := newFixture(t)
+		f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), c1, m1, p1,
+			newMirror(identityName, testNS, sourceData(), users...))
+		syncAll(f)
+		f.catchUp()
+		rotated := f.rotate()
+		syncAll(f) // no catchUp between the users
+		require.Equal(t, []string{"patch secrets " + testNS + "/" + mirrorName}, mirrorCalls(f))
+		require.Equal(t, rotated, f.storedSecret(testNS, mirrorName).Data)
+		for _, st := range f.statusWrites() {
+			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+		}
+	})
 }

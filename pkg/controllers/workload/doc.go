@@ -6,7 +6,9 @@
 // (I1-I3), releases mirrors of an identity the object no longer uses (V4),
 // checks the namespace (N1-N6) and revokes when it is not allowed (V1), reads
 // the source Secret uncached, writes the namespace's mirror only when
-// something differs (M2-M8), and starts the apply Job for an unapplied
+// something differs (M2-M8) with one request: an update is a patch
+// preconditioned on the cached resourceVersion, re-planned from an uncached
+// read on a Conflict (P3, mirror.go), and starts the apply Job for an unapplied
 // generation once credentials are ready (J1-J5, J7). When status.lastApply
 // records a successful apply that the last read did not follow (T7: the
 // record, not the Job cache), it reads the state once, uncached, and

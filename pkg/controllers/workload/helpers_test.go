@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -238,6 +239,8 @@ type fixture struct {
 
 	mu      sync.Mutex
 	actions []action
+	// version is the last resourceVersion a Secret write was given.
+	version int
 	// showRuns records the run plumbing of K5/K6 too (the inputs and run
 	// Secrets, the resumption of a suspended Job); tests of other rules
 	// leave it out of f.actions, the tests in inputs_test.go show it.
@@ -270,6 +273,7 @@ func newFixture(t *testing.T, mods ...func(*Options)) *fixture {
 	env := controllertest.NewEnv(t)
 	f := &fixture{Env: env, t: t}
 	f.Intercept(f.record)
+	f.versionSecretWrites()
 	f.inf = Informers{
 		Clusters:   env.Cinf.TerraformClusters(),
 		Machines:   env.Cinf.TerraformMachines(),
@@ -311,6 +315,8 @@ func (f *fixture) record(a k8stesting.Action) (bool, runtime.Object, error) {
 	case k8stesting.GetAction:
 		rec.name = x.GetName()
 	case k8stesting.DeleteAction:
+		rec.name = x.GetName()
+	case k8stesting.PatchAction:
 		rec.name = x.GetName()
 	default:
 		if m, err := meta.Accessor(rec.obj); err == nil {
@@ -378,7 +384,33 @@ func (f *fixture) seedHidden(s *corev1.Secret) {
 func (f *fixture) catchUp() {
 	f.t.Helper()
 	f.CatchUp(f.t)
+	f.deliverMirrorEvents()
 	f.resetActions()
+}
+
+// deliverMirrorEvents is what the mirror informer's handlers would do with
+// the events catchUp stands for: each version the cache now shows is seen
+// (an echo, or the end of a newer version the controller knew), and a
+// mirror gone from it is forgotten.
+func (f *fixture) deliverMirrorEvents() {
+	e := f.c.echoes
+	e.mu.Lock()
+	keys := map[cache.ObjectName]bool{}
+	for k := range e.written {
+		keys[k] = true
+	}
+	for k := range e.known {
+		keys[k] = true
+	}
+	e.mu.Unlock()
+	for k := range keys {
+		s, err := f.inf.Mirrors.Lister().Secrets(k.Namespace).Get(k.Name)
+		if err != nil {
+			e.forget(k)
+			continue
+		}
+		e.isEcho(k, s.ResourceVersion)
+	}
 }
 
 // prependKubeReactor adds a reactor to the kube fake in front of the object
@@ -386,6 +418,71 @@ func (f *fixture) catchUp() {
 func (f *fixture) prependKubeReactor(verb, resource string, fn k8stesting.ReactionFunc) {
 	chain := f.Kube.ReactionChain
 	f.Kube.ReactionChain = append([]k8stesting.Reactor{chain[0], &k8stesting.SimpleReactor{Verb: verb, Resource: resource, Reaction: fn}}, chain[1:]...)
+}
+
+// versionSecretWrites makes Secret creates and patches behave as on the
+// API server, which the object tracker does not: every write gets a new
+// resourceVersion, and a patch carrying metadata.resourceVersion is
+// refused with a Conflict unless it names the stored version (SPEC P3).
+func (f *fixture) versionSecretWrites() {
+	gvr := corev1.SchemeGroupVersion.WithResource("secrets")
+	next := func() string {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.version++
+		return fmt.Sprint(1000 + f.version)
+	}
+	f.prependKubeReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		s := a.(k8stesting.CreateAction).GetObject().(*corev1.Secret).DeepCopy()
+		s.ResourceVersion = next()
+		if err := f.Kube.Tracker().Create(gvr, s, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, s.DeepCopy(), nil
+	})
+	f.prependKubeReactor("patch", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchAction)
+		obj, err := f.Kube.Tracker().Get(gvr, p.GetNamespace(), p.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		stored := obj.(*corev1.Secret)
+		var pre struct {
+			Metadata struct {
+				ResourceVersion *string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &pre); err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
+		if rv := pre.Metadata.ResourceVersion; rv != nil && *rv != stored.ResourceVersion {
+			return true, nil, apierrors.NewConflict(corev1.Resource("secrets"), p.GetName(),
+				fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		if p.GetPatchType() != types.StrategicMergePatchType {
+			return false, nil, nil
+		}
+		old, err := json.Marshal(stored)
+		if err != nil {
+			return true, nil, err
+		}
+		merged, err := strategicpatch.StrategicMergePatch(old, p.GetPatch(), &corev1.Secret{})
+		if err != nil {
+			return true, nil, apierrors.NewBadRequest(err.Error())
+		}
+		out := &corev1.Secret{}
+		if err := json.Unmarshal(merged, out); err != nil {
+			return true, nil, err
+		}
+		if out.Type != stored.Type {
+			return true, nil, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Secret").GroupKind(), p.GetName(), nil)
+		}
+		out.ResourceVersion = next()
+		if err := f.Kube.Tracker().Update(gvr, out, p.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		return true, out.DeepCopy(), nil
+	})
 }
 
 // enforceDeletePreconditions makes Secret deletes honour UID and
@@ -505,6 +602,20 @@ func (f *fixture) createdSecret() *corev1.Secret {
 	a, ok := f.find("create", "secrets", "")
 	require.True(f.t, ok, "no secret was created; actions: %v", f.allActions())
 	return a.obj.(*corev1.Secret)
+}
+
+// patchedSecret returns the Secret the first patch of secrets wrote, as the
+// fake API server now holds it, and the patch; ok is false when no Secret
+// was patched.
+func (f *fixture) patchedSecret() (_ *corev1.Secret, patch string, ok bool) {
+	f.t.Helper()
+	a, ok := f.find("patch", "secrets", "")
+	if !ok {
+		return nil, "", false
+	}
+	s := f.storedSecret(a.namespace, a.name)
+	require.NotNil(f.t, s, "patched %s is gone", a)
+	return s, string(a.raw.(k8stesting.PatchAction).GetPatch()), true
 }
 
 // createdJobs returns the Jobs created.

@@ -22,12 +22,15 @@ import (
 // ensureMirror makes the namespace's mirror of identity carry data, the
 // labels and annotations of M3, and every user's owner reference (M5). The
 // decision is credentials.PlanMirror's; this loop reads and writes: it writes
-// only when the plan says so (M6), never touches a foreign Secret (M7),
-// rewrites a mirror only from an uncached read of it (B1), and re-plans from
-// a fresh read after a conflict, so concurrent writers never lose each
-// other's references. It sets CredentialsMirrored: True only when the
-// mirror is current, MirrorFailed on every failed write (B8). It returns the
-// source hash.
+// only when the plan says so (M6), never touches a foreign Secret (M7), and
+// costs one request per rewrite (P3): the first plan is made from the cache,
+// and an update is a patch preconditioned on the planned-from
+// resourceVersion, so a Secret changed since (another owner's reference, a
+// tenant's annotation, a foreign Secret in its place) is refused with a
+// Conflict, never overwritten (B1). A conflict re-plans from an uncached
+// read, so concurrent writers never lose each other's references. It sets
+// CredentialsMirrored: True only when the mirror is current, MirrorFailed
+// on every failed write (B8). It returns the source hash.
 func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity string, data map[string][]byte) (string, error) {
 	ns := w.obj.GetNamespace()
 	desired := credentials.DesiredMirror(identity, ns, data)
@@ -42,13 +45,19 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 	} else if err != nil {
 		return hash, err
 	}
-	fresh := false
+	// The cache may not show this process's own last write yet.
+	key := cache.ObjectName{Namespace: ns, Name: name}
+	existing = c.echoes.latest(key, existing)
 	for attempt := 1; ; attempt++ {
+		refused := false // a write planned from existing was refused
 		plan := credentials.PlanMirror(existing, desired, refs)
 		switch {
-		case plan.Action == credentials.MirrorUpdate && !fresh:
-			// B1: the cache holds no data; rewrite only what the API
-			// server has now.
+		case plan.Action == credentials.MirrorUpdate && plan.Patch == nil:
+			// No version to precondition on: never write blind (B1).
+			if attempt >= maxWriteAttempts {
+				c.mirrorFailed(w, "mirror Secret %s has no resourceVersion to write it against; retrying", name)
+				return hash, fmt.Errorf("mirror %s/%s: %w", ns, name, credentials.ErrNoResourceVersion)
+			}
 		case plan.Action == credentials.MirrorCurrent:
 			c.mirrored(w, identity, name)
 			return hash, nil
@@ -63,7 +72,7 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 				"mirror Secret %s is being deleted; it is created again once it is gone", name)
 			return hash, fmt.Errorf("mirror %s/%s is being deleted; retrying", ns, name)
 		default:
-			err := c.writeMirror(ctx, w, identity, plan, users)
+			err := c.writeMirror(ctx, w, identity, existing, plan, users)
 			if err == nil {
 				c.mirrored(w, identity, name)
 				return hash, nil
@@ -71,12 +80,18 @@ func (c *Controller) ensureMirror(ctx context.Context, w *workload, identity str
 			if again, err := c.mirrorWriteFailed(w, plan, err, attempt); !again {
 				return hash, err
 			}
+			refused = apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 		}
+		stale := existing
 		if existing, err = c.freshMirror(ctx, ns, name); err != nil {
 			c.mirrorFailed(w, "reading mirror Secret %s: %v", name, err)
 			return hash, fmt.Errorf("reading mirror %s/%s: %w", ns, name, err)
 		}
-		fresh = true
+		if refused {
+			// The stored version is newer than the one planned from: the
+			// mirror's other users need not find that out again.
+			c.echoes.readMirror(key, stale, existing)
+		}
 	}
 }
 
@@ -113,9 +128,10 @@ func (c *Controller) mirrorWriteFailed(w *workload, plan credentials.MirrorPlan,
 	return false, wrapped
 }
 
-// writeMirror creates or updates the mirror as plan says and, on success,
-// records the echo, the metric, the log line and the events of the write.
-func (c *Controller) writeMirror(ctx context.Context, w *workload, identity string, plan credentials.MirrorPlan, users []owner) error {
+// writeMirror creates or updates the mirror as plan, made from existing,
+// says and, on success, records the write (its echo, the newest version
+// known), the metric, the log line and the events.
+func (c *Controller) writeMirror(ctx context.Context, w *workload, identity string, existing *corev1.Secret, plan credentials.MirrorPlan, users []owner) error {
 	secrets := c.kube.CoreV1().Secrets(plan.Secret.Namespace)
 	var stored *corev1.Secret
 	var err error
@@ -123,13 +139,15 @@ func (c *Controller) writeMirror(ctx context.Context, w *workload, identity stri
 	if plan.Action == credentials.MirrorCreate {
 		stored, err = secrets.Create(ctx, plan.Secret, metav1.CreateOptions{FieldManager: fieldManager})
 	} else {
+		// P3: one request, refused with a Conflict if the mirror changed
+		// since the version plan.Patch names.
 		result = metrics.WriteUpdated
-		stored, err = secrets.Update(ctx, plan.Secret, metav1.UpdateOptions{FieldManager: fieldManager})
+		stored, err = secrets.Patch(ctx, plan.Secret.Name, types.StrategicMergePatchType, plan.Patch, metav1.PatchOptions{FieldManager: fieldManager})
 	}
 	if err != nil {
 		return err
 	}
-	c.echoes.wrote(cache.ObjectName{Namespace: stored.Namespace, Name: stored.Name}, stored.ResourceVersion)
+	c.echoes.wroteMirror(existing, stored)
 	metrics.MirrorWrites.WithLabelValues(result).Inc()
 	klog.FromContext(ctx).V(2).Info("Wrote mirror", "mirror", klog.KObj(stored), "action", plan.Action, "identity", identity,
 		"changed", plan.Diff.String(), "owners", len(stored.OwnerReferences))
@@ -229,19 +247,29 @@ func (c *Controller) releaseMirrors(ctx context.Context, w *workload, match func
 }
 
 // removeOwner removes uid from mirror m's owner references; when none
-// remain it deletes m with UID and resourceVersion preconditions. It works
-// on an uncached read of m (B1: the cached copy has no data to write back),
-// and conflicts retry from a fresh read.
+// remain it deletes m with UID and resourceVersion preconditions. Both
+// writes are preconditioned on the version the references were read from
+// (P3), first the cache's copy m: a Conflict (a new owner, any other
+// change) re-reads uncached and decides again (B1).
 func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Secret, uid types.UID) error {
+	identity := m.Annotations[v1alpha1.AnnotationIdentity]
+	m = c.echoes.latest(cache.ObjectName{Namespace: m.Namespace, Name: m.Name}, m)
 	for attempt := 1; ; attempt++ {
-		m, err := c.freshMirror(ctx, m.Namespace, m.Name)
-		if err != nil || m == nil {
-			return err
+		if attempt > 1 {
+			var err error
+			if m, err = c.freshMirror(ctx, m.Namespace, m.Name); err != nil || m == nil {
+				return err
+			}
+			if credentials.IsForeign(m, identity) {
+				// No longer a mirror since the cache's copy: never modified (M7).
+				return nil
+			}
 		}
 		refs, changed := credentials.RemoveOwnerReference(m.OwnerReferences, uid)
 		if !changed {
 			return nil
 		}
+		var err error
 		if len(refs) == 0 {
 			var deleted bool
 			if deleted, err = mirrors.Delete(ctx, c.kube, m, mirrors.SameVersion, "its last user released it"); deleted {
@@ -249,12 +277,7 @@ func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Sec
 					m.Name, m.Annotations[v1alpha1.AnnotationIdentity], w.kind.name, w.obj.GetName())
 			}
 		} else {
-			m.OwnerReferences = refs
-			if _, err = c.kube.CoreV1().Secrets(m.Namespace).Update(ctx, m, metav1.UpdateOptions{FieldManager: fieldManager}); err == nil {
-				metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
-			} else if apierrors.IsConflict(err) {
-				metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
-			}
+			err = c.patchOwners(ctx, m, refs)
 		}
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
@@ -264,4 +287,23 @@ func (c *Controller) removeOwner(ctx context.Context, w *workload, m *corev1.Sec
 			return fmt.Errorf("releasing mirror %s/%s: %w", m.Namespace, m.Name, err)
 		}
 	}
+}
+
+// patchOwners sets m's owner references to refs, preconditioned on m's
+// resourceVersion (P3).
+func (c *Controller) patchOwners(ctx context.Context, m *corev1.Secret, refs []metav1.OwnerReference) error {
+	patch, err := credentials.OwnersPatch(m.ResourceVersion, refs)
+	if err != nil {
+		// No version to precondition on: read and decide again.
+		return apierrors.NewConflict(corev1.Resource("secrets"), m.Name, err)
+	}
+	stored, err := c.kube.CoreV1().Secrets(m.Namespace).Patch(ctx, m.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		c.echoes.wroteMirror(m, stored)
+		metrics.MirrorWrites.WithLabelValues(metrics.WriteUpdated).Inc()
+	case apierrors.IsConflict(err):
+		metrics.MirrorWrites.WithLabelValues(metrics.WriteConflict).Inc()
+	}
+	return err
 }

@@ -90,19 +90,6 @@ func stateMeta(m *metav1.ObjectMeta) metav1.PartialObjectMetadata {
 	}}
 }
 
-func pick(m map[string]string, keys ...string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // markState makes w's state Secrets, as the outputs read found them,
 // owned by w (so they move with it, K11) and marks the main one with the
 // hashes of the spec and inputs rec, the recorded successful apply, ran

@@ -369,9 +369,9 @@ func TestSyncC3MissingRequiredKey(t *testing.T) {
 	st = f.lastStatus()
 	requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
 	requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
-	upd, ok := f.find("update", "secrets", "")
+	upd, _, ok := f.patchedSecret()
 	require.True(t, ok, "the mirror is made current: %v", f.writes())
-	require.Equal(t, complete, upd.obj.(*corev1.Secret).Data)
+	require.Equal(t, complete, upd.Data)
 	js := f.createdJobs()
 	require.Len(t, js, 1)
 	require.Equal(t, jobs.Name(v1alpha1.KindTerraformCluster, "c1", c1.UID, v1alpha1.JobActionApply, 1), js[0].Name)
@@ -497,7 +497,7 @@ func TestSyncC6ReapplyOnRotation(t *testing.T) {
 
 			wantName := jobs.ReapplyName(v1alpha1.KindTerraformCluster, "c1", c1.UID, 1, 1)
 			require.Equal(t, []string{
-				"update secrets " + testNS + "/" + mirrorName,
+				"patch secrets " + testNS + "/" + mirrorName,
 				"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
 				"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
 				"create jobs " + testNS + "/" + wantName,
@@ -620,7 +620,7 @@ func TestSyncC6NoReapplyWhileRunning(t *testing.T) {
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
 			require.Empty(t, f.createdJobs(), "R3, C6: the running Job keeps its credentials; no second Job")
-			require.Contains(t, f.writes(), "update secrets "+testNS+"/"+mirrorName, "the mirror still follows the source")
+			require.Contains(t, f.writes(), "patch secrets "+testNS+"/"+mirrorName, "the mirror still follows the source")
 			f.catchUp()
 
 			require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
@@ -649,7 +649,7 @@ func TestSyncC6NoReapply(t *testing.T) {
 
 		require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 
-		require.Contains(t, f.writes(), "update secrets "+testNS+"/"+mirrorName)
+		require.Contains(t, f.writes(), "patch secrets "+testNS+"/"+mirrorName)
 		require.Empty(t, f.createdJobs())
 	})
 	t.Run("C6 reapplyOnRotation=true, hash unchanged", func(t *testing.T) {

@@ -31,9 +31,10 @@ const secretValue = "capi-Cr3dential-VALUE-2b71e0"
 // contract label on the CRD (K1) Cluster API finds no version of the
 // contract to read and the Cluster never gets there.
 func TestClusterInfrastructureProvisioned(t *testing.T) {
+	// Cluster API first: captf's manager discovers it once at start (setup).
+	framework.Get(t).SharedCAPI(t)
 	f := framework.NewFixture(t, framework.ManagerOptions{User: controlplane.Manager})
 	f.Settle = 2 * time.Minute // a polling deadline: two managers on a shared 2-core machine
-	f.Env.SharedCAPI(t)
 	dyn, err := dynamic.NewForConfig(f.Env.Admin)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -195,10 +196,15 @@ func TestTenantCannotForgeMirrors(t *testing.T) {
 	if _, err := f.manager.CoreV1().Secrets(f.ns).Create(f.ctx, secret("captf-creds-team-a", labels, annotations), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("the manager's mirror create must be admitted: %v", err)
 	}
-	if err := updateSecret(f, f.manager, "captf-creds-team-a", func(s *corev1.Secret) {
-		s.Annotations[v1.AnnotationSourceHash] = "hash-2"
-		s.StringData = map[string]string{"TOKEN": "rotated"}
-	}); err != nil {
+	// A rotation as the manager writes it (P3): a strategic merge patch of
+	// its own fields, preconditioned on the version it read.
+	stored, err := f.admin.CoreV1().Secrets(f.ns).Get(f.ctx, "captf-creds-team-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotate := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:"hash-2"}},"data":{"TOKEN":"cm90YXRlZA=="}}`,
+		stored.ResourceVersion, v1.AnnotationSourceHash)
+	if _, err := f.manager.CoreV1().Secrets(f.ns).Patch(f.ctx, "captf-creds-team-a", types.StrategicMergePatchType, []byte(rotate), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("the manager's mirror update must be admitted: %v", err)
 	}
 

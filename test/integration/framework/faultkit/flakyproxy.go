@@ -43,6 +43,20 @@ type Faults struct {
 	Only func(*http.Request) bool
 }
 
+// Hook sees what a FlakyProxy forwards, so a test can act at an exact
+// point of a client's conversation with the API server (a race made
+// deterministic: change an object after the client decided, before its
+// write arrives).
+type Hook struct {
+	// Before runs before each request is forwarded (after any fault), on
+	// the request's own goroutine: the request waits until it returns. It
+	// may read the body if it puts an equal one back.
+	Before func(*http.Request)
+	// After runs with each answer the API server gave, before the client
+	// gets it.
+	After func(*http.Response)
+}
+
 // Fault kinds, the keys of FlakyProxy.Counts.
 const (
 	FaultNone     = "forwarded"
@@ -66,6 +80,7 @@ type FlakyProxy struct {
 	srv    *http.Server
 	rp     *httputil.ReverseProxy
 	faults atomic.Pointer[Faults]
+	hook   atomic.Pointer[Hook]
 
 	mu sync.Mutex
 	// streams is cancelled by CutStreams: every request in flight then.
@@ -114,6 +129,12 @@ func StartFlakyProxy(target string, caData []byte) (*FlakyProxy, error) {
 			MaxIdleConnsPerHost: 100,
 			IdleConnTimeout:     90 * time.Second,
 		},
+		ModifyResponse: func(resp *http.Response) error {
+			if h := p.hook.Load(); h != nil && h.After != nil {
+				h.After(resp)
+			}
+			return nil
+		},
 		// Watches are long-lived chunked responses: flush every write.
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0),
@@ -148,6 +169,10 @@ func (p *FlakyProxy) SetFaults(f *Faults) {
 	}
 	p.faults.Store(f)
 }
+
+// SetHook makes h see every request forwarded and its answer; nil
+// removes it.
+func (p *FlakyProxy) SetHook(h *Hook) { p.hook.Store(h) }
 
 // CutStreams ends every request in flight, watches included, as a proxy
 // restart would.
@@ -242,6 +267,9 @@ func (p *FlakyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		p.count(FaultNone)
+	}
+	if h := p.hook.Load(); h != nil && h.Before != nil {
+		h.Before(r)
 	}
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
