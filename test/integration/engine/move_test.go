@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/tfstate"
@@ -53,9 +54,16 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 	}
 
 	// clusterctl pauses, then deletes the source copy with delete-for-move.
-	source.Annotations[v1alpha1.AnnotationPaused] = ""
-	source.Annotations[v1alpha1.AnnotationDeleteForMove] = ""
-	if _, err := clusters.Update(f.Ctx, source, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := clusters.Get(f.Ctx, c.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Annotations[v1alpha1.AnnotationPaused] = ""
+		cur.Annotations[v1alpha1.AnnotationDeleteForMove] = ""
+		_, err = clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := clusters.Delete(f.Ctx, c.Name, metav1.DeleteOptions{}); err != nil {
@@ -68,11 +76,19 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 	if n := len(f.Jobs(ns, v1alpha1.JobActionDestroy)); n != 0 {
 		t.Fatalf("K11: %d destroy Jobs for a deletion for move", n)
 	}
-	// The source's state goes with it (owned); the move copies it.
-	f.WaitFor("the source's state collected with it", func() (bool, string) {
-		_, err := secrets.Get(f.Ctx, stateName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
+	// The deletion for move keeps the state (no longer owned, so the
+	// garbage collector keeps it too); clusterctl has copied it to the
+	// target and deletes the source's copy itself.
+	kept, err := secrets.Get(f.Ctx, stateName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("K11: the state after a deletion for move: %v", err)
+	}
+	if len(kept.OwnerReferences) != 0 || string(kept.Data[tfstate.DataKey]) != string(state.Data[tfstate.DataKey]) {
+		t.Fatalf("K11: the state kept must be disowned and unchanged: owners %v", kept.OwnerReferences)
+	}
+	if err := secrets.Delete(f.Ctx, stateName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The target: the state Secret as copied (its owner is the copy, set
 	// by clusterctl to the new UID; here none yet), then the object with
@@ -83,7 +99,7 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name, Annotations: framework.Standalone()}, Spec: source.Spec}
-	cp, err := clusters.Create(f.Ctx, cp, metav1.CreateOptions{})
+	cp, err = clusters.Create(f.Ctx, cp, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +127,12 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 	})
 
 	// A spec change of the copy applies, once.
-	got := f.GetCluster(ns, c.Name)
-	got.Spec.Source.Image = "example.com/module:2"
-	if _, err := clusters.Update(f.Ctx, got, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got := f.GetCluster(ns, c.Name)
+		got.Spec.Source.Image = "example.com/module:2"
+		_, err := clusters.Update(f.Ctx, got, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	f.WaitFor("one apply Job of the copy's change", func() (bool, string) {
