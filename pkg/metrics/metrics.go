@@ -158,5 +158,6 @@ func Register() {
 			}
 			JobsPruned.WithLabelValues(action)
 		}
+		registerSlots()
 	})
 }

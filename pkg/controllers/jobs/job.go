@@ -196,6 +196,9 @@ type Params struct {
 	// InputsHash is the hash of those inputs, recorded on the Job as
 	// captf.io/inputs-hash (SPEC K6); "" records nothing.
 	InputsHash string
+	// Cluster is the TerraformCluster whose Job cap the Job counts under,
+	// recorded as captf.io/cluster (SPEC O4); "" records nothing.
+	Cluster string
 }
 
 // RunSecretName is the name of the run Secret of the Job named job (SPEC
@@ -242,6 +245,9 @@ func Build(p Params) *batchv1.Job {
 	}
 	if p.InputsHash != "" {
 		annotations[v1alpha1.AnnotationInputsHash] = p.InputsHash
+	}
+	if p.Cluster != "" {
+		annotations[v1alpha1.AnnotationJobCluster] = p.Cluster
 	}
 	var suspend *bool
 	if p.Inputs {

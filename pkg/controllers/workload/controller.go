@@ -39,6 +39,12 @@ type Options struct {
 	RunnerImage string
 	// RequireSourceConsent enforces SPEC C1.
 	RequireSourceConsent bool
+	// MaxActiveJobs caps the Jobs running at once (SPEC O4); 0 is no cap.
+	MaxActiveJobs int
+	// ClusterMaxActiveJobs caps the Jobs of one cluster, its machines and
+	// pools, where the TerraformCluster sets no spec.maxActiveJobs; 0 is
+	// no cap.
+	ClusterMaxActiveJobs int
 }
 
 // Informers are the informers the controller reads.
@@ -94,7 +100,9 @@ type Controller struct {
 	capi       *capi.Informers
 	capiServed bool
 	// written holds the status last written per object.
-	written  *loop.Written[v1alpha1.WorkloadStatus]
+	written *loop.Written[v1alpha1.WorkloadStatus]
+	// slots caps the running Jobs (SPEC O4, slots.go).
+	slots    *slotState
 	recorder record.EventRecorder
 	clock    clock.WithTickerAndDelayedExecution
 	opts     Options
@@ -164,6 +172,9 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		opts:       opts,
 	}
 	if err := c.addHandlers(ctx, inf); err != nil {
+		return nil, err
+	}
+	if err := c.newSlots(inf); err != nil {
 		return nil, err
 	}
 	return c, nil
