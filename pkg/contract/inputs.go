@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -76,6 +77,20 @@ type InputSources struct {
 	// Bootstrap is, for a machine or pool, its bootstrap data; nil when
 	// there is none (a standalone object).
 	Bootstrap *BootstrapData
+	// OwnEndpoint is, for a TerraformCluster, its own
+	// spec.controlPlaneEndpoint as "host:port" ("" when unset). A
+	// Cluster's endpoint equal to it is the module's own output that
+	// Cluster API copied back, not an input: it is left out, so the copy
+	// does not make a second apply due (K6).
+	OwnEndpoint string
+}
+
+// EndpointString is an endpoint as OwnEndpoint compares it.
+func EndpointString(host string, port int32) string {
+	if host == "" && port == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d", host, port)
 }
 
 // Inputs are the rendered contract inputs of one run.
@@ -103,7 +118,7 @@ func RenderInputs(src InputSources) Inputs {
 	switch src.Kind {
 	case v1alpha1.KindTerraformCluster:
 		if c != nil {
-			if !c.Spec.ControlPlaneEndpoint.IsZero() {
+			if ep := c.Spec.ControlPlaneEndpoint; !ep.IsZero() && EndpointString(ep.Host, ep.Port) != src.OwnEndpoint {
 				in.set(InputEndpoint, map[string]any{"host": c.Spec.ControlPlaneEndpoint.Host, "port": c.Spec.ControlPlaneEndpoint.Port})
 			}
 			if c.Spec.Topology != nil && c.Spec.Topology.Version != "" {

@@ -180,3 +180,18 @@ func TestInputsHashWithoutUID(t *testing.T) {
 	require.NotEqual(t, a.Hash(), render("u1", "tc2").Hash())
 	require.Contains(t, string(a[InputObject]), `"uid":"u1"`, "Hash does not change the inputs")
 }
+
+// K6: a Cluster's endpoint that is the TerraformCluster's own (its output,
+// copied back by Cluster API) is no input; another one is.
+func TestClusterEndpointEchoIsNoInput(t *testing.T) {
+	c := cluster("c1", infraRef(v1alpha1.KindTerraformCluster, "tc1"))
+	c.Spec.ControlPlaneEndpoint = capiv1.APIEndpoint{Host: "cp.example", Port: 6443}
+	obj := &metav1.ObjectMeta{Namespace: "ns", Name: "tc1", UID: "u1"}
+	render := func(own string) Inputs {
+		return RenderInputs(InputSources{Kind: v1alpha1.KindTerraformCluster, Object: obj, Owners: Owners{Cluster: c}, OwnEndpoint: own})
+	}
+	require.NotContains(t, render("cp.example:6443"), InputEndpoint, "the module's own output")
+	require.Contains(t, render(""), InputEndpoint, "set on the Cluster before the cluster's own")
+	require.Contains(t, render("lb.example:6443"), InputEndpoint, "another endpoint than its own")
+	require.Equal(t, "", EndpointString("", 0))
+}

@@ -104,6 +104,8 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		SyncPeriod:           d.Options.SyncPeriod,
 		RunnerImage:          d.Options.RunnerImage,
 		RequireSourceConsent: d.Options.RequireSourceConsent,
+		MaxActiveJobs:        d.Options.MaxActiveJobs,
+		ClusterMaxActiveJobs: d.Options.ClusterMaxActiveJobs,
 	})
 	if err != nil {
 		return nil, err

@@ -83,6 +83,13 @@ type Options struct {
 	// labelled it captf.io/credential=true and named the identity in
 	// captf.io/credential-identities (SPEC C1).
 	RequireSourceConsent bool
+	// MaxActiveJobs caps the Jobs running at once across the manager;
+	// 0 is no cap (SPEC O4, A3-94).
+	MaxActiveJobs int
+	// ClusterMaxActiveJobs caps the Jobs of one TerraformCluster, its
+	// machines and pools, where its spec.maxActiveJobs is unset; 0 is no
+	// cap (SPEC O4, A3-95).
+	ClusterMaxActiveJobs int
 }
 
 // NewOptions returns the defaults of SPEC section 12.
@@ -109,6 +116,8 @@ func NewOptions() *Options {
 		HealthProbeBindAddress: ":8081",
 		RunnerImage:            "ghcr.io/captf/captf:latest",
 		ShutdownTimeout:        30 * time.Second,
+		MaxActiveJobs:          200,
+		ClusterMaxActiveJobs:   20,
 	}
 }
 
@@ -141,6 +150,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; 0 disables them.")
 	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
 	fs.BoolVar(&o.RequireSourceConsent, "require-source-consent", o.RequireSourceConsent, "Use a source Secret only when it is labelled captf.io/credential=true and lists the identity in the annotation captf.io/credential-identities (SPEC C1). Recommended.")
+	fs.IntVar(&o.MaxActiveJobs, "max-active-jobs", o.MaxActiveJobs, "Terraform Jobs that run at once across the manager (unfinished Jobs labelled captf.io/managed=true, plus starts not yet seen); a Job beyond it waits with ApplyJobSucceeded=Unknown/WaitingForJobSlot, destroys first, then applies, each oldest first (SPEC O4). 0: no cap.")
+	fs.IntVar(&o.ClusterMaxActiveJobs, "cluster-max-active-jobs", o.ClusterMaxActiveJobs, "Terraform Jobs that run at once for one TerraformCluster, its machines and its pools, where the cluster sets no spec.maxActiveJobs; beyond it Jobs wait like --max-active-jobs (SPEC O4). 0: no cap.")
 }
 
 // Validate reports every invalid option at once.
@@ -192,6 +203,12 @@ func (o *Options) Validate() error {
 		if o.RetryPeriod <= 0 || o.RetryPeriod >= o.RenewDeadline {
 			errs = append(errs, fmt.Errorf("--leader-election-retry-period (%s) must be positive and shorter than the renew deadline (%s)", o.RetryPeriod, o.RenewDeadline))
 		}
+	}
+	if o.MaxActiveJobs < 0 {
+		errs = append(errs, fmt.Errorf("--max-active-jobs must be 0 (no cap) or more, got %d", o.MaxActiveJobs))
+	}
+	if o.ClusterMaxActiveJobs < 0 {
+		errs = append(errs, fmt.Errorf("--cluster-max-active-jobs must be 0 (no cap) or more, got %d", o.ClusterMaxActiveJobs))
 	}
 	if o.RunnerImage == "" {
 		errs = append(errs, errors.New("--runner-image must not be empty: Jobs copy the runner from it (SPEC J5)"))

@@ -164,5 +164,6 @@ func Register() {
 			}
 			JobsPruned.WithLabelValues(action)
 		}
+		registerSlots()
 	})
 }

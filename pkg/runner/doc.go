@@ -15,6 +15,17 @@
 // and reach Terraform as captf.auto.tfvars.json in the working copy (T3);
 // --home gives Terraform a writable HOME (T6).
 //
+// With --result it writes the result document (SPEC O1, pkg/runresult)
+// there when it ends, the Job's termination message: the operation, the
+// image (--image), the runtime's version, the steps with exit codes and
+// durations, the planned changes read from Terraform's plan summary, and
+// for a run that did not succeed an error kind (step, image-layout,
+// interrupted, runner), the step and the end of its error output with every
+// value of the environment, the credential files (--credentials), the
+// variables and the inputs redacted. Before anything runs it checks that
+// the module directory holds Terraform configuration (upstream's
+// image-layout preflight, SPEC O2: ImageInvalid).
+//
 // Stop requests (SIGTERM, SIGINT, or cancellation of the caller's context)
 // are forwarded to Terraform so that it can release its state lock; a second
 // signal or the --stop-timeout kills it. docs/runtime-environment.md is the

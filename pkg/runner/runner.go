@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/captf/captf/pkg/runner/envfilter"
+	"github.com/captf/captf/pkg/runresult"
 )
 
 const (
@@ -75,6 +76,12 @@ type config struct {
 	// inputs is --inputs: a file holding the contract inputs (SPEC K6).
 	inputs string
 
+	// SPEC O1: result is the file the result document is written to (the
+	// Job's termination message), "" for none; image is the module image
+	// it names; credentials is the directory of the mirror's files, whose
+	// values are redacted from it.
+	result, image, credentials string
+
 	// imageRoot is --image-root: where upstream's module images keep the
 	// module, the runtime and a provider mirror (SPEC O10).
 	imageRoot string
@@ -88,22 +95,40 @@ type config struct {
 }
 
 // run is Main with the signal source injected, so tests can deliver signals
-// without signalling the test process.
+// without signalling the test process. With --result it writes the result
+// document there when it ends (SPEC O1).
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal) int {
 	stdout, stderr = syncWriters(stdout, stderr)
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "captf runner: "+format+"\n", a...)
-		return ExitRunnerError
-	}
-
 	cfg, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
-		return fail("%v", err)
+		fmt.Fprintf(stderr, "captf runner: %v\n", err)
+		return ExitRunnerError
 	}
+	rep := newReport(cfg, environ)
+	code := execute(ctx, cfg, environ, stdout, stderr, sigs, rep)
+	if cfg.result != "" {
+		rep.write(cfg.result, stderr)
+	}
+	return code
+}
 
+// execute runs the steps of cfg and records them in rep.
+func execute(ctx context.Context, cfg config, environ []string, stdout, stderr io.Writer, sigs <-chan os.Signal, rep *report) int {
+	// fail reports the runner's own failure: on its last line, and in the
+	// result document with its kind (SPEC O1, O2).
+	fail := func(kind runresult.Kind, format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		fmt.Fprintln(stderr, "captf runner: "+msg)
+		rep.fail(kind, msg)
+		return ExitRunnerError
+	}
+	image := runresult.KindImageLayout
+	other := runresult.KindRunner
+
+	var err error
 	// SPEC O10: an image laid out as upstream's (/captf/module,
 	// /captf/runtime, /captf/providers) runs unchanged; flags given win.
 	layout := detectLayout(cfg.imageRoot)
@@ -118,26 +143,30 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	}
 	if cfg.chdir == "" {
 		if cfg.chdir, err = os.Getwd(); err != nil {
-			return fail("cannot determine the working directory: %v; set the module directory with --chdir", err)
+			return fail(other, "cannot determine the working directory: %v; set the module directory with --chdir", err)
 		}
 	}
 	if cfg.chdir, err = filepath.Abs(cfg.chdir); err != nil {
-		return fail("module directory: %v", err)
+		return fail(other, "module directory: %v", err)
 	}
 	switch fi, err := os.Stat(cfg.chdir); {
 	case errors.Is(err, fs.ErrNotExist):
-		return fail("module directory %q does not exist; set it with --chdir", cfg.chdir)
+		return fail(image, "module directory %q does not exist; set it with --chdir", cfg.chdir)
 	case err != nil:
-		return fail("module directory: %v", err)
+		return fail(image, "module directory: %v", err)
 	case !fi.IsDir():
-		return fail("module directory %q is not a directory; set it with --chdir", cfg.chdir)
+		return fail(image, "module directory %q is not a directory; set it with --chdir", cfg.chdir)
+	}
+	// Upstream's image-layout preflight (A3-06, SPEC O2).
+	if err := checkModule(cfg.chdir); err != nil {
+		return fail(image, "%v", err)
 	}
 
 	// PATH comes from the environment the runner was given, not from
 	// os.Getenv, so that Main is a function of its arguments.
 	path, err := lookPath(cfg.terraform, getenv(environ, "PATH"))
 	if err != nil {
-		return fail("%v", err)
+		return fail(image, "%v", err)
 	}
 
 	// SPEC T3: the variables are checked before anything is written.
@@ -145,10 +174,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	var varNames []string
 	if value, ok := lookupEnv(environ, VariablesEnv); ok {
 		if cfg.workdir == "" {
-			return fail("%s is set but --workdir is not: the variables file is written only into a working copy, never into the module directory", VariablesEnv)
+			return fail(other, "%s is set but --workdir is not: the variables file is written only into a working copy, never into the module directory", VariablesEnv)
 		}
 		if varsFile, varNames, err = parseVariables(value); err != nil {
-			return fail("%v", err)
+			return fail(other, "%v", err)
 		}
 	}
 
@@ -157,11 +186,14 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	var inputNames []string
 	if cfg.inputs != "" {
 		if cfg.workdir == "" {
-			return fail("--inputs is set but --workdir is not: the inputs file is written only into a working copy, never into the module directory")
+			return fail(other, "--inputs is set but --workdir is not: the inputs file is written only into a working copy, never into the module directory")
 		}
 		if inputsFile, inputNames, err = readInputs(cfg.inputs); err != nil {
-			return fail("%v", err)
+			return fail(other, "%v", err)
 		}
+		// SPEC O1: no input value (bootstrap data among them) reaches
+		// the result document.
+		_ = rep.redactor.AddJSON(inputsFile)
 	}
 
 	// SPEC T2: a writable copy of the module directory, which stays as the
@@ -170,17 +202,17 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	if cfg.workdir != "" {
 		mod, wd, err := prepareWorkdir(cfg.chdir, cfg.workdir)
 		if err != nil {
-			return fail("%v", err)
+			return fail(other, "%v", err)
 		}
 		if err := copyModule(mod, wd); err != nil {
-			return fail("copying the module directory %q to the working directory %q: %v", mod, wd, err)
+			return fail(image, "copying the module directory %q to the working directory %q: %v", mod, wd, err)
 		}
 		fmt.Fprintf(stderr, "captf runner: copied the module directory %s to the working directory %s\n", mod, wd)
 		dir = wd
 	}
 	if varsFile != nil {
 		if err := writeFile(filepath.Join(dir, VariablesFile), varsFile); err != nil {
-			return fail("writing %s: %v", VariablesFile, err)
+			return fail(other, "writing %s: %v", VariablesFile, err)
 		}
 		names := showNames(varNames)
 		if len(varNames) == 0 {
@@ -191,7 +223,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	}
 	if inputsFile != nil {
 		if err := writeFile(filepath.Join(dir, InputsFile), inputsFile); err != nil {
-			return fail("writing %s: %v", InputsFile, err)
+			return fail(other, "writing %s: %v", InputsFile, err)
 		}
 		// Names only: bootstrap_data is sensitive (SPEC K5, X1).
 		fmt.Fprintf(stderr, "captf runner: wrote %d contract inputs to %s (SPEC K6; a module declares those it uses): %s\n",
@@ -199,13 +231,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	}
 	if cfg.stateNamespace != "" {
 		if err := writeFile(filepath.Join(dir, BackendOverrideFile), []byte(backendOverride)); err != nil {
-			return fail("writing %s: %v", BackendOverrideFile, err)
+			return fail(other, "writing %s: %v", BackendOverrideFile, err)
 		}
 		fmt.Fprintf(stderr, "captf runner: state in the kubernetes backend (SPEC T2): Secret tfstate-default-%s in namespace %s\n", cfg.stateSuffix, cfg.stateNamespace)
 	}
 	if cfg.home != "" {
 		if err := os.MkdirAll(cfg.home, 0o700); err != nil {
-			return fail("creating the home directory: %v", err)
+			return fail(other, "creating the home directory: %v", err)
 		}
 	}
 	// SPEC O10 (A3-04): the image's provider mirror, through a CLI
@@ -222,7 +254,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		} else {
 			cliConfig = filepath.Join(cliDir, CLIConfigFile)
 			if err := writeFile(cliConfig, providerMirrorConfig(layout.providers)); err != nil {
-				return fail("writing %s: %v", cliConfig, err)
+				return fail(other, "writing %s: %v", cliConfig, err)
 			}
 			fmt.Fprintf(stderr, "captf runner: providers from the image's mirror %s first (%s)\n", layout.providers, cliConfig)
 		}
@@ -250,6 +282,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	// directory in PWD.
 	env := append(kept, "PWD="+dir)
 
+	if cfg.result != "" {
+		// SPEC O1: the runtime's version, for the result document only.
+		rep.result.Runtime = runtimeVersion(path, dir, env)
+	}
 	s := &supervisor{sigs: sigs, done: ctx.Done(), timeout: cfg.stopTimeout, stderr: stderr}
 	steps := [][]string{cfg.initArgs(), cfg.commandArgs()}
 	var results []result
@@ -260,14 +296,16 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 			continue
 		}
 		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(args, " "), dir)
-		r, err := s.run(path, args, dir, env, stdout, stderr)
+		out, errOut := rep.stepWriters(args[0], stdout, stderr)
+		r, err := s.run(path, args, dir, env, out, errOut)
 		if err != nil {
-			return fail("%s could not start: %v", args[0], err)
+			return fail(image, "%s could not start: %v", args[0], err)
 		}
 		results = append(results, r)
 	}
 	line, code := summarize(results, s)
 	fmt.Fprintln(stderr, "captf runner: "+line)
+	rep.finish(results, s, code)
 	return code
 }
 
@@ -298,6 +336,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset.StringVar(&cfg.stateNamespace, "state-namespace", "", "namespace of the state in the kubernetes backend (SPEC T2); needs --state-suffix")
 	fset.StringVar(&cfg.stateSuffix, "state-suffix", "", "secret_suffix of the state in the kubernetes backend (SPEC T2); needs --state-namespace")
 	fset.StringVar(&cfg.stateKubeconfig, "state-kubeconfig", "", "kubeconfig for the kubernetes backend instead of the in-cluster config (debugging out of cluster); needs the state flags")
+	fset.StringVar(&cfg.result, "result", "", "file to write the result document to when the run ends (SPEC O1; the Job passes its termination message, /dev/termination-log); empty writes none")
+	fset.StringVar(&cfg.image, "image", "", "the module image, named in the result document (SPEC O1)")
+	fset.StringVar(&cfg.credentials, "credentials", DefaultCredentialsDir, "directory of the credential files (SPEC J2), whose values never reach the result document; a missing directory is skipped")
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
 	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
 	err := fset.Parse(args[1:])

@@ -25,6 +25,8 @@ import (
 //     own child keeps the output pipe open and writes its pid to <step>.child.
 //
 // FAKE_TOUCH=1 makes it write fake-<step>.touched into its working directory.
+// $FAKE_DIR/<step>.out and <step>.err, when they exist, are copied to its
+// stdout and stderr (a plan, an error block).
 const fakeTerraform = `#!/bin/sh
 step=$1
 d=$FAKE_DIR
@@ -36,6 +38,8 @@ env > "$d/$step.env"
 if [ -n "${FAKE_TOUCH:-}" ]; then : > "fake-$step.touched"; fi
 echo "fake terraform $step: stdout"
 echo "fake terraform $step: stderr" >&2
+if [ -f "$d/$step.out" ]; then cat "$d/$step.out"; fi
+if [ -f "$d/$step.err" ]; then cat "$d/$step.err" >&2; fi
 eval "mode=\${FAKE_${step}_MODE:-}"
 eval "code=\${FAKE_${step}_EXIT:-0}"
 eval "hold=\${FAKE_${step}_HOLD:-}"
@@ -103,6 +107,9 @@ type fixture struct {
 func newFixture(t *testing.T, extraEnv ...string) *fixture {
 	t.Helper()
 	f := &fixture{t: t, rec: t.TempDir(), module: t.TempDir()}
+	// A module image's module directory holds configuration (the
+	// image-layout preflight, SPEC O2).
+	require.NoError(t, os.WriteFile(filepath.Join(f.module, "main.tf"), nil, 0o644))
 	f.environ = append([]string{
 		// The fake is found through this PATH only: fakeBin is not in the
 		// test process's own PATH.
@@ -239,8 +246,8 @@ func TestRunsInitThenCommandJ6(t *testing.T) {
 }
 
 func TestChdirDefaultsToWorkingDirectory(t *testing.T) {
-	t.Parallel()
 	f := newFixture(t)
+	t.Chdir(f.module) // not parallel: the process's working directory
 	code, _, stderr := f.run("apply")
 	require.Equal(t, 0, code, stderr)
 	wd, err := os.Getwd()

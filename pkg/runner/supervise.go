@@ -36,6 +36,8 @@ type result struct {
 	signal syscall.Signal // the terminating signal, 0 if it exited
 	killed string         // why the runner killed it, "" if it did not
 	stop   string         // stop request that arrived while it ran, "" if none
+	// duration is how long it ran (SPEC O1).
+	duration time.Duration
 }
 
 // action is what a stop request asks the supervisor to do to the child.
@@ -105,6 +107,7 @@ func (s *supervisor) run(path string, args []string, dir string, env []string, s
 	if err := cmd.Start(); err != nil {
 		return r, err
 	}
+	started := time.Now()
 	waited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait() // how it ended is read from ProcessState
@@ -141,6 +144,7 @@ func (s *supervisor) run(path string, args []string, dir string, env []string, s
 	for {
 		select {
 		case <-waited:
+			r.duration = time.Since(started)
 			ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 			r.code = cmd.ProcessState.ExitCode()
 			if ws.Signaled() {

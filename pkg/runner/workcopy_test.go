@@ -168,6 +168,7 @@ func TestWorkdirErrorsT2(t *testing.T) {
 	outer := t.TempDir()
 	nested := filepath.Join(outer, "module")
 	require.NoError(t, os.Mkdir(nested, 0o755))
+	writeTree(t, nested, map[string]string{"main.tf": ""}, nil)
 	full := t.TempDir()
 	writeTree(t, full, map[string]string{"terraform.tfstate": "old"}, nil)
 

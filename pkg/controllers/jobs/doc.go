@@ -43,4 +43,10 @@
 //     keeps [Name]) and annotated captf.io/attempt ([AttemptOf]); the
 //     captf.io/retry value a Job acts on is recorded on it ([RetryOf]);
 //     [FinishTime] reads when a Job finished.
+//   - O1: the runner writes its result document to [ResultPath], the
+//     Terraform container's termination message (policy File), and names
+//     the module image in it (`--result`, `--image`).
+//   - O2: the Job's [PodFailurePolicy] fails it at once when its pod is
+//     disrupted (DisruptionTarget); [Disrupted] reads that back (for
+//     pkg/runclass; the workload controller does not call it yet).
 package jobs

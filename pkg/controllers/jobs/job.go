@@ -93,6 +93,12 @@ const (
 	// none (SPEC J4; the CRD defaults spec.jobs.activeDeadlineSeconds to it).
 	DefaultActiveDeadlineSeconds int64 = 3600
 
+	// ResultPath is where the runner writes its result document (SPEC O1):
+	// the Terraform container's termination message, which the kubelet
+	// keeps in the pod's status (at most 4096 bytes) after the container
+	// ends, for the manager to read once.
+	ResultPath = corev1.TerminationMessagePathDefault
+
 	// TerminationGracePeriodSeconds is how long the kubelet waits between
 	// SIGTERM and SIGKILL when the Job's pod stops (deletion, or the J4
 	// deadline). It is above the runner's --stop-timeout default
@@ -190,6 +196,9 @@ type Params struct {
 	// InputsHash is the hash of those inputs, recorded on the Job as
 	// captf.io/inputs-hash (SPEC K6); "" records nothing.
 	InputsHash string
+	// Cluster is the TerraformCluster whose Job cap the Job counts under,
+	// recorded as captf.io/cluster (SPEC O4); "" records nothing.
+	Cluster string
 }
 
 // RunSecretName is the name of the run Secret of the Job named job (SPEC
@@ -237,6 +246,9 @@ func Build(p Params) *batchv1.Job {
 	if p.InputsHash != "" {
 		annotations[v1alpha1.AnnotationInputsHash] = p.InputsHash
 	}
+	if p.Cluster != "" {
+		annotations[v1alpha1.AnnotationJobCluster] = p.Cluster
+	}
 	var suspend *bool
 	if p.Inputs {
 		// Resumed once the run Secret exists (SPEC K5).
@@ -267,7 +279,14 @@ func Build(p Params) *batchv1.Job {
 		Spec: batchv1.JobSpec{
 			// One attempt (J4): a failed apply or destroy is reported, not
 			// retried behind the user's back.
-			BackoffLimit:          ptr.To[int32](0),
+			BackoffLimit: ptr.To[int32](0),
+			// SPEC O2: a pod the control plane disrupts (eviction,
+			// preemption, a lost node: the DisruptionTarget condition)
+			// fails the Job with reason PodFailurePolicy, which the Job
+			// controller keeps even once the pod is gone, so the run can
+			// be told an interruption ([Disrupted], pkg/runclass; the
+			// workload controller does not act on it yet).
+			PodFailurePolicy:      PodFailurePolicy(),
 			ActiveDeadlineSeconds: ptr.To(deadline),
 			Suspend:               suspend,
 			Template: corev1.PodTemplateSpec{
@@ -336,6 +355,11 @@ func podSpec(p Params) corev1.PodSpec {
 				},
 			}},
 			Env: env(p),
+			// SPEC O1: the runner's result document, read by the manager
+			// from the pod's status. File, never the log's tail: a log
+			// may hold what the document redacts.
+			TerminationMessagePath:   ResultPath,
+			TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: CredentialsVolumeName, MountPath: CredentialsMountPath, ReadOnly: true},
 				{Name: RunnerVolumeName, MountPath: RunnerDir, ReadOnly: true},
@@ -400,6 +424,9 @@ func command(p Params) []string {
 		// Secret for this object; apply and destroy share it.
 		"--state-namespace=" + p.Namespace,
 		"--state-suffix=" + StateSuffix(p.OwnerKind, p.OwnerName),
+		// O1: the result document, naming the image.
+		"--result=" + ResultPath,
+		"--image=" + p.ModuleImage,
 	}
 	if p.Inputs {
 		args = append(args, "--inputs="+InputsDir+"/"+InputsKey)
@@ -451,6 +478,20 @@ func variables(raw []byte) (string, bool) {
 		return string(raw), true
 	}
 	return b.String(), true
+}
+
+// PodFailurePolicy is the Job's pod failure policy (SPEC O2): a pod with
+// the DisruptionTarget condition fails the Job at once, with reason
+// PodFailurePolicy ([Disrupted]). Nothing else is matched: the runner's
+// exit code fails the Job as before (backoffLimit 0).
+func PodFailurePolicy() *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{
+			Type:   corev1.DisruptionTarget,
+			Status: corev1.ConditionTrue,
+		}},
+	}}}
 }
 
 // managedLabels returns a new map on each call so the Job's and the pod

@@ -198,7 +198,8 @@ func TestBuildJ3EnvFirstThenUserEnvAndOptionalFieldsAbsent(t *testing.T) {
 	require.Nil(t, spec.Parallelism)
 	require.Nil(t, spec.TTLSecondsAfterFinished)
 	require.Nil(t, spec.PodReplacementPolicy)
-	require.Nil(t, spec.PodFailurePolicy)
+	// O2: a disrupted pod fails the Job with reason PodFailurePolicy.
+	require.Equal(t, PodFailurePolicy(), spec.PodFailurePolicy)
 	require.Nil(t, spec.Suspend)
 	require.Nil(t, spec.ManualSelector)
 	require.Nil(t, spec.Selector)
@@ -283,7 +284,11 @@ func TestBuildJ5InitContainerAndRunnerCommand(t *testing.T) {
 			require.Equal(t, []string{"/opt/captf/bin/captf", "runner", string(action),
 				"--workdir=/var/run/captf/work", "--home=/var/run/captf/home", "--lock-timeout=600s",
 				// T2: the object's namespace and state suffix.
-				"--state-namespace=team-a", "--state-suffix=prod.eu-west-1-cluster"}, c.Command)
+				"--state-namespace=team-a", "--state-suffix=prod.eu-west-1-cluster",
+				// O1: the result document in the termination message.
+				"--result=/dev/termination-log", "--image=" + testModuleImage}, c.Command)
+			require.Equal(t, "/dev/termination-log", c.TerminationMessagePath)
+			require.Equal(t, corev1.TerminationMessageReadFile, c.TerminationMessagePolicy, "O1: never the log's tail")
 			require.Nil(t, c.Args, "J6: no --chdir, the runner copies the image's working directory")
 			m := mount(t, c, RunnerVolumeName)
 			require.Equal(t, RunnerDir, m.MountPath)

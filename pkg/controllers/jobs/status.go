@@ -129,3 +129,20 @@ func FinishTime(job *batchv1.Job) (t time.Time, ok bool) {
 	}
 	return time.Time{}, false
 }
+
+// Disrupted reports whether the Job failed through its pod failure policy
+// (reason PodFailurePolicy on its Failed or FailureTarget condition): its
+// pod had the DisruptionTarget condition, set by the control plane when it
+// evicts or preempts a pod or its node is lost (SPEC O2, [PodFailurePolicy]).
+// The Job controller writes the condition, so it holds once the pod is gone.
+func Disrupted(job *batchv1.Job) bool {
+	if job == nil {
+		return false
+	}
+	for _, t := range []batchv1.JobConditionType{batchv1.JobFailed, batchv1.JobFailureTarget} {
+		if c := trueCondition(job, t); c != nil && c.Reason == batchv1.JobReasonPodFailurePolicy {
+			return true
+		}
+	}
+	return false
+}

@@ -141,3 +141,25 @@ func TestOutcomeString(t *testing.T) {
 	require.Equal(t, "Outcome(42)", Outcome(42).String())
 	require.Equal(t, Running, Outcome(0), "the zero Outcome is Running")
 }
+
+// TestDisruptedO2: only the pod failure policy's reason is a disruption.
+func TestDisruptedO2(t *testing.T) {
+	cond := func(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+		return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason}
+	}
+	for _, tt := range []struct {
+		name  string
+		conds []batchv1.JobCondition
+		want  bool
+	}{
+		{"running", nil, false},
+		{"failure target", []batchv1.JobCondition{cond(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy)}, true},
+		{"failed", []batchv1.JobCondition{cond(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy)}, true},
+		{"backoff limit", []batchv1.JobCondition{cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)}, false},
+		{"deadline", []batchv1.JobCondition{cond(batchv1.JobFailed, batchv1.JobReasonDeadlineExceeded)}, false},
+		{"false", []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionFalse, Reason: batchv1.JobReasonPodFailurePolicy}}, false},
+	} {
+		require.Equal(t, tt.want, Disrupted(&batchv1.Job{Status: batchv1.JobStatus{Conditions: tt.conds}}), tt.name)
+	}
+	require.False(t, Disrupted(nil))
+}

@@ -60,6 +60,7 @@ var (
 			v1alpha1.AnnotationJobAttempt:    "T7: jobs.AttemptOf",
 			v1alpha1.AnnotationRetry:         "T7: jobs.RetryOf, the captf.io/retry value the Job ran for",
 			v1alpha1.AnnotationInputsHash:    "K6: jobs.InputsHashOf, the contract inputs the Job ran with",
+			v1alpha1.AnnotationJobCluster:    "O4: workload slots.go, the cluster whose cap the Job counts against",
 		},
 	}
 

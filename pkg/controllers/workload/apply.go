@@ -17,6 +17,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/metrics"
+	"github.com/captf/captf/pkg/slots"
 )
 
 // reportJob sets ApplyJobSucceeded from a Job (J7): running, or its
@@ -67,6 +68,10 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 			"generation %d is not applied: %s and the apply Job starts", w.obj.GetGeneration(), pauseNote(w))
 		return c.keepFinalizer(ctx, w, set)
 	}
+	// O4: a Job beyond a cap waits, before any request.
+	if !c.slotFree(w, slots.Apply, v1alpha1.JobActionApply, now) {
+		return c.keepFinalizer(ctx, w, set)
+	}
 	// About to start a Job: confirm from the API server, not the cache.
 	set, err := c.freshJobs(ctx, w)
 	if err != nil {
@@ -92,12 +97,17 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionApply); err != nil || !ok {
 		return w, err
 	}
+	// O4: the slot is reserved last, just before the writes of a start.
+	if !c.takeSlot(w, slots.Apply, v1alpha1.JobActionApply, now) {
+		return c.keepFinalizer(ctx, w, set)
+	}
 	// The finalizer goes first: an object whose apply Job exists must never
 	// be deleted without a destroy; and the block-move mark (K11).
 	if w, err = c.prepareStart(ctx, w); err != nil {
 		return w, err
 	}
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionApply, creds, plan)
+	c.releaseSlot(w, j, err)
 	if err != nil {
 		return w, err
 	}
@@ -299,6 +309,7 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		SecurityContext:       w.jobs.SecurityContext,
 		Inputs:                true,
 		InputsHash:            in.Hash(),
+		Cluster:               slotClusterName(w),
 	})
 	created, err := c.kube.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{FieldManager: fieldManager})
 	if err == nil {

@@ -129,9 +129,13 @@ func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
 		if problem != nil {
 			cs.deps = contract.Decision{Reason: problem.Reason, Message: problem.Message}
 		} else {
-			cs.inputs = contract.RenderInputs(contract.InputSources{
+			src := contract.InputSources{
 				Kind: w.kind.name, Object: w.obj, Owners: cs.owners, Exports: c.exportsOf(cs.cluster), Bootstrap: boot,
-			})
+			}
+			if tc, ok := w.robj.(*v1alpha1.TerraformCluster); ok {
+				src.OwnEndpoint = contract.EndpointString(tc.Spec.ControlPlaneEndpoint.Host, tc.Spec.ControlPlaneEndpoint.Port)
+			}
+			cs.inputs = contract.RenderInputs(src)
 			for k, v := range vars { // O9: no name is a contract input's (jobs.NameProblem)
 				cs.inputs[k] = v
 			}

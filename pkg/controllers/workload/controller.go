@@ -40,6 +40,12 @@ type Options struct {
 	RunnerImage string
 	// RequireSourceConsent enforces SPEC C1.
 	RequireSourceConsent bool
+	// MaxActiveJobs caps the Jobs running at once (SPEC O4); 0 is no cap.
+	MaxActiveJobs int
+	// ClusterMaxActiveJobs caps the Jobs of one cluster, its machines and
+	// pools, where the TerraformCluster sets no spec.maxActiveJobs; 0 is
+	// no cap.
+	ClusterMaxActiveJobs int
 }
 
 // Informers are the informers the controller reads.
@@ -97,7 +103,9 @@ type Controller struct {
 	// written holds the status last written per object.
 	written *loop.Written[v1alpha1.WorkloadStatus]
 	// opened is set once Run has opened the queues and added every key.
-	opened   atomic.Bool
+	opened atomic.Bool
+	// slots caps the running Jobs (SPEC O4, slots.go).
+	slots    *slotState
 	recorder record.EventRecorder
 	clock    clock.WithTickerAndDelayedExecution
 	opts     Options
@@ -172,6 +180,9 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 		q.Hold()
 	}
 	if err := c.addHandlers(ctx, inf); err != nil {
+		return nil, err
+	}
+	if err := c.newSlots(inf); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/metrics"
+	"github.com/captf/captf/pkg/slots"
 )
 
 // namespaceTerminating reports whether namespace is being deleted.
@@ -145,6 +146,10 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		return false, err
 	}
 	if !set.fresh {
+		// O4: a Job beyond a cap waits, before any request.
+		if !c.slotFree(w, slots.Destroy, v1alpha1.JobActionDestroy, now) {
+			return false, nil
+		}
 		// About to start a Job: confirm from the API server, not the cache
 		// (J1: one Job at a time).
 		fresh, err := c.freshJobs(ctx, w)
@@ -197,6 +202,10 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionDestroy); err != nil || !ok {
 		return err
 	}
+	// O4: the slot is reserved last, just before the writes of a start.
+	if !c.takeSlot(w, slots.Destroy, v1alpha1.JobActionDestroy, now) {
+		return nil
+	}
 	// K11: clusterctl move waits while the destroy runs.
 	stored, err := c.prepareStart(ctx, w)
 	if err != nil {
@@ -204,6 +213,7 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 	}
 	*w = *stored
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionDestroy, creds, plan)
+	c.releaseSlot(w, j, err)
 	if err != nil {
 		return err
 	}

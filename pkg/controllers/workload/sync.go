@@ -64,6 +64,7 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 		// K11: the block-move mark goes once no Job starts or runs.
 		w, passErr = c.releaseMove(ctx, w)
 	}
+	c.settleSlot(w, passErr) // O4: a Job no longer due stops waiting
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
 	c.deleteRunSecrets(ctx, w, before)

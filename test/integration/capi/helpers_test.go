@@ -514,14 +514,11 @@ func (e *env) provisionedCluster(name string, outputs map[string]string) {
 	e.settleEndpointEcho(name, j.Name)
 }
 
-// settleEndpointEcho plays the apply that follows a cluster's first one
-// today: Cluster API copies the endpoint output into the Cluster's
-// spec.controlPlaneEndpoint, which is the cluster's contract input
-// control_plane_endpoint (K6: "when set on the Cluster"), so the rendered
-// inputs change and the cluster applies again at once. That second run
-// changes nothing; the tests let it finish, as a module would, and go on.
-// It waits for Cluster API's copy and for that follow-up Job (never a
-// fixed window).
+// settleEndpointEcho waits for Cluster API to copy the endpoint output
+// into the Cluster's spec.controlPlaneEndpoint. That copy is the cluster's
+// own output, not an input (K6: pkg/contract leaves a Cluster's endpoint
+// equal to the TerraformCluster's own out), so it makes no second apply
+// due: the tests that count the cluster's Jobs would see one.
 func (e *env) settleEndpointEcho(name, first string) {
 	e.T.Helper()
 	e.WaitFor("Cluster API copies the endpoint to the Cluster", func() (bool, string) {
@@ -531,11 +528,6 @@ func (e *env) settleEndpointEcho(name, first string) {
 		}
 		host, _, _ := unstructured.NestedString(c.Object, "spec", "controlPlaneEndpoint", "host")
 		return host != "", "Cluster spec.controlPlaneEndpoint unset"
-	})
-	j := e.waitJob(kindTC, name, v1alpha1.JobActionApply, "the endpoint echoed as an input", notIn(first))
-	e.succeed(kindTC, name, j, nil)
-	e.waitStatus(kindTC, name, "the follow-up apply recorded", func(st *v1alpha1.WorkloadStatus) (bool, string) {
-		return st.LastApply != nil && st.LastApply.JobName == j.Name, "lastApply " + describeRun(st.LastApply)
 	})
 }
 

@@ -92,3 +92,25 @@ func (e *env) waitPool(what string, ids []string, replicas int32) *v1alpha1.Work
 	})
 	return st
 }
+
+// TestK6EndpointEchoIsNoInput: once Cluster API copied a cluster's
+// endpoint output into the Cluster, that copy is no input (it is the
+// module's own output): no apply follows it, and the next generation's
+// run does not get control_plane_endpoint. (A Cluster whose endpoint is
+// not the cluster's own still passes it: pkg/contract's unit test.)
+func TestK6EndpointEchoIsNoInput(t *testing.T) {
+	e := setup(t)
+	e.provisionedCluster("echo", nil)
+	first := e.jobsOf(kindTC, "echo", v1alpha1.JobActionApply)
+	if len(first) != 1 {
+		t.Fatalf("K6: %d apply Jobs after the first apply and the endpoint copy", len(first))
+	}
+	gen := e.setVariables(kindTC, "echo", `{"size":"2"}`)
+	j := e.waitJob(kindTC, "echo", v1alpha1.JobActionApply, "the next generation", ofGeneration(gen))
+	if in := e.runInputs(j); in["control_plane_endpoint"] != nil {
+		t.Errorf("K6: the cluster's own endpoint, copied back by Cluster API, reached the run as an input: %s", in["control_plane_endpoint"])
+	}
+	if all := e.jobsOf(kindTC, "echo", v1alpha1.JobActionApply); len(all) != 2 {
+		t.Errorf("K6: apply Jobs %d, want the first and the new generation's", len(all))
+	}
+}

@@ -129,6 +129,10 @@ const (
 	ReasonRunnerNotFound ConditionReason = "RunnerNotFound"
 	// ReasonJobRunning: a Job is running.
 	ReasonJobRunning ConditionReason = "JobRunning"
+	// ReasonWaitingForJobSlot: the Job is due but a Job cap holds it
+	// (--max-active-jobs, or the cluster's spec.maxActiveJobs); it starts
+	// when a slot frees, destroys first (SPEC O4, A1-155).
+	ReasonWaitingForJobSlot ConditionReason = "WaitingForJobSlot"
 )
 
 // Reasons of OutputsAvailable (SPEC T4).

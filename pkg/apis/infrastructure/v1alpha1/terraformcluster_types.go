@@ -59,6 +59,16 @@ type TerraformClusterSpec struct {
 	// +kubebuilder:default={}
 	Jobs JobsSpec `json:"jobs,omitempty"`
 
+	// MaxActiveJobs caps the Jobs that run at once for this cluster: its
+	// own and those of its machines and pools (SPEC O4). Unset means the
+	// manager's --cluster-max-active-jobs (default 20). A Job beyond the
+	// cap does not start: ApplyJobSucceeded is Unknown/WaitingForJobSlot
+	// until a Job of the cluster ends. The cluster-wide
+	// --max-active-jobs applies as well.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxActiveJobs *int32 `json:"maxActiveJobs,omitempty"`
+
 	// Variables are the module's input variables (SPEC T3): a JSON object of
 	// variable name to value, written by the runner as a variables file in
 	// the working copy for apply and destroy. At most 256 keys (refused

@@ -36,6 +36,10 @@ const (
 	// AnnotationInputsHash records on a Job, and on an inputs Secret, the
 	// hash of the contract inputs it holds (SPEC K6).
 	AnnotationInputsHash = "captf.io/inputs-hash"
+	// AnnotationJobCluster names on a Job the TerraformCluster (same
+	// namespace) whose Job cap it counts under: the cluster itself, or the
+	// machine's or pool's cluster (SPEC O4).
+	AnnotationJobCluster = "captf.io/cluster"
 	// AnnotationRetry on a workload object: a new value runs the apply, or
 	// the pending destroy, once more at once, whatever the last outcome
 	// (SPEC T7). On a Job it records the value that Job was started for.

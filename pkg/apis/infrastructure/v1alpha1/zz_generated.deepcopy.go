@@ -555,6 +555,11 @@ func (in *TerraformClusterSpec) DeepCopyInto(out *TerraformClusterSpec) {
 	}
 	out.Source = in.Source
 	in.Jobs.DeepCopyInto(&out.Jobs)
+	if in.MaxActiveJobs != nil {
+		in, out := &in.MaxActiveJobs, &out.MaxActiveJobs
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Variables != nil {
 		in, out := &in.Variables, &out.Variables
 		*out = new(runtime.RawExtension)
