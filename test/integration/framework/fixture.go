@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
@@ -215,12 +216,18 @@ func (f *Fixture) SetSource(ref v1alpha1.SecretReference, data map[string]string
 func (f *Fixture) EditIdentity(name string, edit func(*v1alpha1.TerraformClusterIdentity)) {
 	f.T.Helper()
 	ids := f.Env.Captf.InfrastructureV1alpha1().TerraformClusterIdentities()
-	i, err := ids.Get(f.Ctx, name, metav1.GetOptions{})
+	// The manager writes the identity's status meanwhile: a Conflict is
+	// retried on a fresh read.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		i, err := ids.Get(f.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(i)
+		_, err = ids.Update(f.Ctx, i, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		f.T.Fatal(err)
-	}
-	edit(i)
-	if _, err := ids.Update(f.Ctx, i, metav1.UpdateOptions{}); err != nil {
 		f.T.Fatal(err)
 	}
 }
