@@ -46,7 +46,7 @@
 //   - O1: the runner writes its result document to [ResultPath], the
 //     Terraform container's termination message (policy File), and names
 //     the module image in it (`--result`, `--image`).
-//   - O2: the Job's [PodFailurePolicy] fails it at once when its pod is
-//     disrupted (DisruptionTarget); [Disrupted] reads that back (for
-//     pkg/runclass; the workload controller does not call it yet).
+//   - O2 (not wired): [Disrupted] reads a Job failed by a pod failure
+//     policy on DisruptionTarget, for pkg/runclass; the Job carries no
+//     such policy yet (see Build).
 package jobs

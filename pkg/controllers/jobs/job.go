@@ -280,13 +280,10 @@ func Build(p Params) *batchv1.Job {
 			// One attempt (J4): a failed apply or destroy is reported, not
 			// retried behind the user's back.
 			BackoffLimit: ptr.To[int32](0),
-			// SPEC O2: a pod the control plane disrupts (eviction,
-			// preemption, a lost node: the DisruptionTarget condition)
-			// fails the Job with reason PodFailurePolicy, which the Job
-			// controller keeps even once the pod is gone, so the run can
-			// be told an interruption ([Disrupted], pkg/runclass; the
-			// workload controller does not act on it yet).
-			PodFailurePolicy:      PodFailurePolicy(),
+			// No pod failure policy (SPEC O2 is not wired yet): with one,
+			// the Job controller keeps a deleted pod's tracking finalizer
+			// until the pod reaches a terminal phase, so deleting a
+			// namespace with a Pending pod waited on the pod GC (fault 8).
 			ActiveDeadlineSeconds: ptr.To(deadline),
 			Suspend:               suspend,
 			Template: corev1.PodTemplateSpec{
@@ -478,20 +475,6 @@ func variables(raw []byte) (string, bool) {
 		return string(raw), true
 	}
 	return b.String(), true
-}
-
-// PodFailurePolicy is the Job's pod failure policy (SPEC O2): a pod with
-// the DisruptionTarget condition fails the Job at once, with reason
-// PodFailurePolicy ([Disrupted]). Nothing else is matched: the runner's
-// exit code fails the Job as before (backoffLimit 0).
-func PodFailurePolicy() *batchv1.PodFailurePolicy {
-	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-		Action: batchv1.PodFailurePolicyActionFailJob,
-		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{
-			Type:   corev1.DisruptionTarget,
-			Status: corev1.ConditionTrue,
-		}},
-	}}}
 }
 
 // managedLabels returns a new map on each call so the Job's and the pod

@@ -75,14 +75,12 @@ func TestApplyJob(t *testing.T) {
 		t.Errorf("J5: main container image %q command %v", main.Image, main.Command)
 	}
 	// O1: the result document is the container's termination message;
-	// O2: a disrupted pod fails the Job through its pod failure policy.
 	// As the API server stored them.
 	if main.TerminationMessagePath != "/dev/termination-log" || main.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
 		t.Errorf("O1: termination message %q policy %q", main.TerminationMessagePath, main.TerminationMessagePolicy)
 	}
-	if fp := j.Spec.PodFailurePolicy; fp == nil || len(fp.Rules) != 1 || fp.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
-		len(fp.Rules[0].OnPodConditions) != 1 || fp.Rules[0].OnPodConditions[0].Type != corev1.DisruptionTarget {
-		t.Errorf("O2: pod failure policy %+v", fp)
+	if fp := j.Spec.PodFailurePolicy; fp != nil {
+		t.Errorf("no pod failure policy until O2 is wired (it holds a deleted Pending pod's finalizer, fault 8): %+v", fp)
 	}
 	if cl := f.GetCluster(ns, c.Name); !framework.HasFinalizer(cl.Finalizers) {
 		t.Errorf("the finalizer %s must be set once an apply Job exists: %v", v1alpha1.FinalizerDestroy, cl.Finalizers)
