@@ -200,17 +200,17 @@ func TestBootstrapSecretsMetadata(t *testing.T) {
 	full := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p1-bootstrap", UID: "u", ResourceVersion: "7",
 		Labels: map[string]string{capiv1.LabelClusterName: "c1", "big": strings.Repeat("x", 63)}, Annotations: map[string]string{"a": "b"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}}
-	out, err := trimSecretMetadata(full)
+	out, err := TrimToName(full)
 	require.NoError(t, err)
 	m := out.(*metav1.PartialObjectMetadata)
 	assert.Equal(t, metav1.ObjectMeta{Namespace: "ns", Name: "p1-bootstrap", UID: "u", ResourceVersion: "7"}, m.ObjectMeta)
-	again, err := trimSecretMetadata(m)
+	again, err := TrimToName(m)
 	require.NoError(t, err)
 	assert.Same(t, m, again)
-	tomb, err := trimSecretMetadata(cache.DeletedFinalStateUnknown{Key: "ns/p1-bootstrap", Obj: full})
+	tomb, err := TrimToName(cache.DeletedFinalStateUnknown{Key: "ns/p1-bootstrap", Obj: full})
 	require.NoError(t, err)
 	assert.Empty(t, tomb.(cache.DeletedFinalStateUnknown).Obj.(*metav1.PartialObjectMetadata).Labels)
-	_, err = trimSecretMetadata("x")
+	_, err = TrimToName("x")
 	assert.Error(t, err)
 
 	inf, err := NewInformers(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{

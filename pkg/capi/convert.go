@@ -127,13 +127,14 @@ func boundedLabels(l map[string]string) bool {
 	return n <= maxNodeLabelsBytes
 }
 
-// trimSecretMetadata is the bootstrap Secrets' transform: their name and
-// resourceVersion are all the manager reads (a change of the version is a
-// change of the data to read uncached, SPEC K5).
-func trimSecretMetadata(obj interface{}) (interface{}, error) {
+// TrimToName is the transform of the metadata-only watches of objects
+// whose data the manager reads uncached (bootstrap data Secrets, K5;
+// variables sources, O9): their namespace, name, UID and resourceVersion
+// are all it keeps (a new version is a change of the data to read).
+func TrimToName(obj interface{}) (interface{}, error) {
 	switch o := obj.(type) {
 	case cache.DeletedFinalStateUnknown:
-		inner, err := trimSecretMetadata(o.Obj)
+		inner, err := TrimToName(o.Obj)
 		if err != nil {
 			return nil, err
 		}
@@ -146,5 +147,5 @@ func trimSecretMetadata(obj interface{}) (interface{}, error) {
 			Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
 		}}, nil
 	}
-	return nil, fmt.Errorf("capi: not a Secret's metadata: %T", obj)
+	return nil, fmt.Errorf("capi: not an object's metadata: %T", obj)
 }

@@ -113,7 +113,7 @@ func NewInformers(client dynamic.Interface, meta metadata.Interface, served Serv
 		i := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource("secrets"), metav1.NamespaceAll, resync,
 			cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = capiv1.LabelClusterName }).Informer()
 		// Set before the informer starts, so it cannot fail.
-		_ = i.SetTransform(trimSecretMetadata)
+		_ = i.SetTransform(TrimToName)
 		inf.BootstrapSecrets = i
 	}
 	return inf, nil

@@ -45,11 +45,7 @@ func waitCAPI(ctx context.Context, inf *capi.Informers) bool {
 	if inf == nil {
 		return true
 	}
-	var synced []cache.InformerSynced
-	for _, i := range inf.All() {
-		synced = append(synced, i.HasSynced)
-	}
-	return cache.WaitForCacheSync(ctx.Done(), synced...)
+	return waitInformers(ctx, inf.All())
 }
 
 // waitInformers waits for informers and reports whether they synced.

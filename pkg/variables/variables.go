@@ -108,7 +108,7 @@ func Merge(sources []Source, nameProblem func(string) string) (map[string]json.R
 // itself, compacted, for JSON.
 func value(v []byte, format v1alpha1.VariablesFormat) (json.RawMessage, error) {
 	if format != v1alpha1.VariablesFormatJSON {
-		if !utf8Valid(v) {
+		if !utf8.Valid(v) {
 			return nil, fmt.Errorf("the value is not UTF-8 text (use format JSON, or a ConfigMap's data)")
 		}
 		b, _ := json.Marshal(string(v))
@@ -143,5 +143,3 @@ func quote(k string) string {
 	}
 	return fmt.Sprintf("%q", k)
 }
-
-func utf8Valid(b []byte) bool { return utf8.Valid(b) }

@@ -50,12 +50,12 @@ func ValidateVariables(raw []byte) error {
 	}
 	var bad, reserved, contractInputs []string
 	for k := range m {
-		switch {
-		case !variableName.MatchString(k):
+		switch faultOf(k) {
+		case notIdentifier:
 			bad = append(bad, strconvQuote(k))
-		case strings.HasPrefix(k, ReservedVariablePrefix):
+		case reservedPrefix:
 			reserved = append(reserved, strconvQuote(k))
-		case slices.Contains(contract.ReservedInputs, k):
+		case contractInput:
 			contractInputs = append(contractInputs, strconvQuote(k))
 		}
 	}
@@ -98,16 +98,38 @@ func strconvQuote(k string) string {
 	return fmt.Sprintf("%q", k)
 }
 
+// nameFault is what is wrong with a variable's name (T3, K6).
+type nameFault int
+
+const (
+	nameOK nameFault = iota
+	notIdentifier
+	reservedPrefix
+	contractInput
+)
+
+func faultOf(k string) nameFault {
+	switch {
+	case !variableName.MatchString(k):
+		return notIdentifier
+	case strings.HasPrefix(k, ReservedVariablePrefix):
+		return reservedPrefix
+	case slices.Contains(contract.ReservedInputs, k):
+		return contractInput
+	}
+	return nameOK
+}
+
 // NameProblem says what is wrong with k as the name of an input variable
 // (T3's rules, K6's reserved names): "" when nothing is. For variables
 // from objects (SPEC O9), whose keys no CRD checks.
 func NameProblem(k string) string {
-	switch {
-	case !variableName.MatchString(k):
+	switch faultOf(k) {
+	case notIdentifier:
 		return "not a Terraform identifier (a letter or _, then letters, digits, _ or -)"
-	case strings.HasPrefix(k, ReservedVariablePrefix):
+	case reservedPrefix:
 		return "the reserved prefix " + ReservedVariablePrefix
-	case slices.Contains(contract.ReservedInputs, k):
+	case contractInput:
 		return "reserved for the Cluster API contract inputs (SPEC K6)"
 	}
 	return ""

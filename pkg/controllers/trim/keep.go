@@ -92,7 +92,7 @@ var NotKept = map[string]string{
 	v1alpha1.LabelRunner:                    "T1: read on a ServiceAccount, read uncached",
 	v1alpha1.LabelMoveHierarchy:             "set on the identity CRD by the manifests; read by clusterctl, not the manager",
 	capiv1.LabelControlPlane:                "K6: read on Cluster API Machines, which pkg/capi caches with its own list",
-	v1alpha1.LabelVariables:                 "O9: the selector of the variables sources' metadata watches, which keep name and version only (workload trimToName); the sources are read uncached",
+	v1alpha1.LabelVariables:                 "O9: the selector of the variables sources' metadata watches, which keep name and version only (capi.TrimToName); the sources are read uncached",
 	v1alpha1.AnnotationAppliedSpec:          "K11: read on state Secrets, listed uncached (metadata, paged: workload stateSecrets keeps only it and applied-inputs)",
 	v1alpha1.AnnotationAppliedInputs:        "K11: read on state Secrets, listed uncached (metadata, paged: workload stateSecrets)",
 }

@@ -158,14 +158,15 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		}
 		return c.destroyStep(ctx, w, fresh, now)
 	}
-	return false, c.startDestroy(ctx, w, plan)
+	return false, c.startDestroy(ctx, w, set, plan)
 }
 
 // startDestroy creates the destroy Job once the credentials are current
 // (M6, J8); without them the deletion waits (V2), or, in a terminating
 // namespace where nothing can be created, reports that only the operator
-// can release the object.
-func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan) error {
+// can release the object. set is w's fresh Job set (destroyStep confirmed
+// it from the API server).
+func (c *Controller) startDestroy(ctx context.Context, w *workload, set jobSet, plan runPlan) error {
 	now := c.clock.Now()
 	creds, err := c.credentialStep(ctx, w)
 	if err != nil {
@@ -195,10 +196,6 @@ func (c *Controller) startDestroy(ctx context.Context, w *workload, plan runPlan
 		return nil
 	}
 	// O3: a lock a finished Job left is released; anyone else's waits.
-	set, err := c.freshJobs(ctx, w)
-	if err != nil {
-		return err
-	}
 	if ok, err := c.lockStep(ctx, w, set, v1alpha1.JobActionDestroy); err != nil || !ok {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/variables"
@@ -126,24 +127,10 @@ func NewVariablesSourceInformers(meta metadata.Interface) []cache.SharedIndexInf
 	for _, r := range []string{"configmaps", "secrets"} {
 		i := metadatainformer.NewFilteredMetadataInformer(meta, corev1.SchemeGroupVersion.WithResource(r), metav1.NamespaceAll, 0,
 			cache.Indexers{}, func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelVariables + "=" + v1alpha1.LabelTrue }).Informer()
-		_ = i.SetTransform(trimToName) // before the informer starts: cannot fail
+		_ = i.SetTransform(capi.TrimToName) // before the informer starts: cannot fail
 		out = append(out, i)
 	}
 	return out
-}
-
-// trimToName keeps an object's namespace, name, UID and resourceVersion.
-func trimToName(obj interface{}) (interface{}, error) {
-	switch o := obj.(type) {
-	case cache.DeletedFinalStateUnknown:
-		inner, err := trimToName(o.Obj)
-		return cache.DeletedFinalStateUnknown{Key: o.Key, Obj: inner}, err
-	case *metav1.PartialObjectMetadata:
-		return &metav1.PartialObjectMetadata{TypeMeta: o.TypeMeta, ObjectMeta: metav1.ObjectMeta{
-			Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion,
-		}}, nil
-	}
-	return obj, nil
 }
 
 // addVariablesHandlers enqueues the objects that name a labelled source
