@@ -392,6 +392,18 @@ func (s *Server) Resources() []Resource {
 	return list
 }
 
+// BootstrapDataOf returns the bootstrap data resource id was created with
+// (false when there is no such resource).
+func (s *Server) BootstrapDataOf(id string) (BootstrapData, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res, ok := s.resources[id]
+	if !ok {
+		return BootstrapData{}, false
+	}
+	return BootstrapData{BootstrapData: s.bootstrap[id], BootstrapFormat: res.BootstrapFormat}, true
+}
+
 func recordedSource(v string) string {
 	if v == "" || sourcePattern.MatchString(v) {
 		return v
