@@ -92,7 +92,7 @@ test-e2e-as-root:
 .PHONY: e2e
 e2e: control-plane node-binaries tofu capi-tools ## The manager in-cluster from manifests/ and a cluster's lifecycle on a real node: Jobs, rotation, revocation, destroy (root).
 	hack/node-prereqs.sh
-	CAPTF_E2E=1 $(GO) test -count=1 -v -timeout 30m ./test/e2e/...
+	CAPTF_E2E=1 $(GO) test -count=1 -v -timeout 40m ./test/e2e/...
 
 .PHONY: verify
 verify: ## gofmt, go vet, generated code up to date.
