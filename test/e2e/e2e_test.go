@@ -16,7 +16,10 @@
 // "restricted" (T6). The webhook refuses alice through the in-cluster path
 // (A2).
 //
-// It runs with make e2e (CAPTF_E2E=1, root); otherwise it skips.
+// TestCAPIClusterAndMachine (capi_test.go) runs Cluster API's core manager
+// beside the manager on a node of its own (SPEC K12).
+//
+// They run with make e2e (CAPTF_E2E=1, root); otherwise they skip.
 package e2e
 
 import (
