@@ -192,14 +192,14 @@ func (r *capiRun) provision(ctx context.Context, t *testing.T) {
 
 	wantHost := r.clusterID + ".fakecloud.test"
 	e.waitFor(ctx, t, 5*time.Minute, "the Cluster's infrastructure provisioned and InfrastructureReady=True with the module's endpoint", func() (bool, string) {
-		c, err := e.capiGet(ctx, capiClusterGVR, clusterName)
+		c, err := e.getObject(ctx, capiClusterGVR, clusterName)
 		if err != nil {
 			return false, err.Error()
 		}
 		provisioned, _, _ := unstructured.NestedBool(c.Object, "status", "initialization", "infrastructureProvisioned")
 		host, _, _ := unstructured.NestedString(c.Object, "spec", "controlPlaneEndpoint", "host")
 		port, _, _ := unstructured.NestedInt64(c.Object, "spec", "controlPlaneEndpoint", "port")
-		ready := capiCondition(c, "InfrastructureReady")
+		ready := findCondition(c, "InfrastructureReady")
 		return provisioned && host == wantHost && port == 6443 && ready["status"] == "True",
 			fmt.Sprintf("infrastructureProvisioned %v, controlPlaneEndpoint %s:%d, InfrastructureReady %v; TerraformCluster: %s; pods: %s",
 				provisioned, host, port, ready, e.clusterConditions(ctx), e.podSummary(ctx, tenant))
@@ -209,7 +209,7 @@ func (r *capiRun) provision(ctx context.Context, t *testing.T) {
 	wantPID := "fakecloud:///" + r.machineID
 	var machine *unstructured.Unstructured
 	e.waitFor(ctx, t, 5*time.Minute, "the Machine Provisioned with the module's provider ID", func() (bool, string) {
-		m, err := e.capiGet(ctx, capiMachineGVR, machineName)
+		m, err := e.getObject(ctx, capiMachineGVR, machineName)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -218,7 +218,7 @@ func (r *capiRun) provision(ctx context.Context, t *testing.T) {
 		phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
 		return pid == wantPID && phase == "Provisioned",
 			fmt.Sprintf("spec.providerID %q, phase %q, InfrastructureReady %v; TerraformMachine: %s; pods: %s",
-				pid, phase, capiCondition(m, "InfrastructureReady"), e.conditionsOf(ctx, tmGVR, machineName), e.podSummary(ctx, tenant))
+				pid, phase, findCondition(m, "InfrastructureReady"), e.conditionsOf(ctx, tmGVR, machineName), e.podSummary(ctx, tenant))
 	})
 	t.Logf("the Machine Provisioned %s after it was created", time.Since(created).Round(time.Millisecond))
 	addrs, _, _ := unstructured.NestedSlice(machine.Object, "status", "addresses")
@@ -270,20 +270,20 @@ func (r *capiRun) provision(ctx context.Context, t *testing.T) {
 // while watches see every version of the four objects (SPEC K8).
 func (r *capiRun) reapply(ctx context.Context, t *testing.T) {
 	e := r.env
-	m, err := e.capiGet(ctx, capiMachineGVR, machineName)
+	m, err := e.getObject(ctx, capiMachineGVR, machineName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := capiCondition(m, "Ready")
+	before := findCondition(m, "Ready")
 	t.Logf("the Machine's Ready before the re-apply: %v", before)
 	beforeSeq := lastSeq(e.cloud.seen(ctx, t))
 
 	captfReady := func(u *unstructured.Unstructured) (string, string) {
 		note := ""
-		if c := capiCondition(u, string(v1alpha1.ConditionApplyJobSucceeded)); c != nil {
+		if c := findCondition(u, string(v1alpha1.ConditionApplyJobSucceeded)); c != nil {
 			note = fmt.Sprintf("ApplyJobSucceeded=%v/%v", c["status"], c["reason"])
 		}
-		if c := capiCondition(u, string(v1alpha1.ConditionReady)); c["status"] != "True" {
+		if c := findCondition(u, string(v1alpha1.ConditionReady)); c["status"] != "True" {
 			return fmt.Sprintf("Ready %v", c), note
 		}
 		return "", note
@@ -291,14 +291,14 @@ func (r *capiRun) reapply(ctx context.Context, t *testing.T) {
 	watches := []*holdWatch{
 		e.hold(ctx, t, capiClusterGVR, clusterName, func(u *unstructured.Unstructured) (string, string) {
 			provisioned, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "infrastructureProvisioned")
-			if c := capiCondition(u, "InfrastructureReady"); c["status"] != "True" || !provisioned {
+			if c := findCondition(u, "InfrastructureReady"); c["status"] != "True" || !provisioned {
 				return fmt.Sprintf("InfrastructureReady %v, infrastructureProvisioned %v", c, provisioned), ""
 			}
 			return "", ""
 		}),
 		e.hold(ctx, t, capiMachineGVR, machineName, func(u *unstructured.Unstructured) (string, string) {
 			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-			infra, ready := capiCondition(u, "InfrastructureReady"), capiCondition(u, "Ready")
+			infra, ready := findCondition(u, "InfrastructureReady"), findCondition(u, "Ready")
 			if infra["status"] != "True" || ready["status"] != before["status"] || phase != "Provisioned" {
 				return fmt.Sprintf("InfrastructureReady %v, Ready %v, phase %s", infra, ready, phase), ""
 			}
@@ -350,14 +350,14 @@ func (r *capiRun) reapply(ctx context.Context, t *testing.T) {
 // machine starts no Job; unpaused, both apply it (SPEC K3).
 func (r *capiRun) pause(ctx context.Context, t *testing.T) {
 	e := r.env
-	e.patchCAPI(ctx, t, capiClusterGVR, clusterName, map[string]any{"spec": map[string]any{"paused": true}})
+	e.patchObject(ctx, t, capiClusterGVR, clusterName, map[string]any{"spec": map[string]any{"paused": true}})
 	// Once the manager says so: its caches of Clusters and of its own
 	// objects are not updated in the order of the writes.
 	for _, o := range []struct {
 		gvr  schema.GroupVersionResource
 		name string
 	}{{tcGVR, clusterName}, {tmGVR, machineName}} {
-		u, err := e.capiGet(ctx, o.gvr, o.name)
+		u, err := e.getObject(ctx, o.gvr, o.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +383,7 @@ func (r *capiRun) pause(ctx context.Context, t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
-	e.patchCAPI(ctx, t, capiClusterGVR, clusterName, map[string]any{"spec": map[string]any{"paused": false}})
+	e.patchObject(ctx, t, capiClusterGVR, clusterName, map[string]any{"spec": map[string]any{"paused": false}})
 	for _, j := range []batchv1.Job{
 		e.waitJobOfGeneration(ctx, t, r.tcUID, v1alpha1.JobActionApply, gc),
 		e.waitJobOfGeneration(ctx, t, r.tmUID, v1alpha1.JobActionApply, gm),
@@ -419,7 +419,7 @@ func (r *capiRun) noSecrets(ctx context.Context, t *testing.T) {
 		gvr  schema.GroupVersionResource
 		name string
 	}{{tcGVR, clusterName}, {tmGVR, machineName}, {capiClusterGVR, clusterName}, {capiMachineGVR, machineName}} {
-		u, err := e.capiGet(ctx, o.gvr, o.name)
+		u, err := e.getObject(ctx, o.gvr, o.name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,7 +448,7 @@ func (r *capiRun) deletion(ctx context.Context, t *testing.T) {
 			gvr  schema.GroupVersionResource
 			name string
 		}{{capiClusterGVR, clusterName}, {capiMachineGVR, machineName}, {tcGVR, clusterName}, {tmGVR, machineName}} {
-			if _, err := e.capiGet(ctx, o.gvr, o.name); !apierrors.IsNotFound(err) {
+			if _, err := e.getObject(ctx, o.gvr, o.name); !apierrors.IsNotFound(err) {
 				left = append(left, fmt.Sprintf("%s/%s (%v)", o.gvr.Resource, o.name, err))
 			}
 		}
@@ -476,7 +476,8 @@ func (r *capiRun) deletion(ctx context.Context, t *testing.T) {
 	}
 }
 
-// --- Cluster API's objects, read and written with the dynamic client ---
+// --- Cluster API's objects and captf's, read and written with the
+// dynamic client ---
 
 func (e *env) createCAPI(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, obj map[string]any) {
 	t.Helper()
@@ -485,12 +486,13 @@ func (e *env) createCAPI(ctx context.Context, t *testing.T, gvr schema.GroupVers
 	}
 }
 
-func (e *env) capiGet(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
+// getObject reads gvr/name in the tenant.
+func (e *env) getObject(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
 	return e.dyn.Resource(gvr).Namespace(tenant).Get(ctx, name, metav1.GetOptions{})
 }
 
-// patchCAPI applies a JSON merge patch; it returns the new generation.
-func (e *env) patchCAPI(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, name string, patch map[string]any) int64 {
+// patchObject applies a JSON merge patch; it returns the new generation.
+func (e *env) patchObject(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, name string, patch map[string]any) int64 {
 	t.Helper()
 	b, err := json.Marshal(patch)
 	if err != nil {
@@ -507,11 +509,11 @@ func (e *env) patchCAPI(ctx context.Context, t *testing.T, gvr schema.GroupVersi
 // returns the new generation.
 func (e *env) setVariables(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, name string, vars map[string]any) int64 {
 	t.Helper()
-	return e.patchCAPI(ctx, t, gvr, name, map[string]any{"spec": map[string]any{"variables": vars}})
+	return e.patchObject(ctx, t, gvr, name, map[string]any{"spec": map[string]any{"variables": vars}})
 }
 
-// capiCondition returns condition typ of an object, nil when absent.
-func capiCondition(u *unstructured.Unstructured, typ string) map[string]any {
+// findCondition returns condition typ of an object, nil when absent.
+func findCondition(u *unstructured.Unstructured, typ string) map[string]any {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == typ {
@@ -523,7 +525,7 @@ func capiCondition(u *unstructured.Unstructured, typ string) map[string]any {
 
 // conditionsOf describes an object's conditions for messages.
 func (e *env) conditionsOf(ctx context.Context, gvr schema.GroupVersionResource, name string) string {
-	u, err := e.capiGet(ctx, gvr, name)
+	u, err := e.getObject(ctx, gvr, name)
 	if err != nil {
 		return err.Error()
 	}
@@ -560,11 +562,11 @@ func (e *env) capiSummary(ctx context.Context) string {
 func (e *env) waitCondition(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource, name string, typ v1alpha1.ConditionType, status string, gen int64) {
 	t.Helper()
 	e.waitFor(ctx, t, 3*time.Minute, fmt.Sprintf("%s/%s %s=%s at generation %d", gvr.Resource, name, typ, status, gen), func() (bool, string) {
-		u, err := e.capiGet(ctx, gvr, name)
+		u, err := e.getObject(ctx, gvr, name)
 		if err != nil {
 			return false, err.Error()
 		}
-		c := capiCondition(u, string(typ))
+		c := findCondition(u, string(typ))
 		g, _ := c["observedGeneration"].(int64)
 		return c["status"] == status && g == gen, e.conditionsOf(ctx, gvr, name)
 	})
