@@ -542,7 +542,7 @@ func (e *env) conditionsOf(ctx context.Context, gvr schema.GroupVersionResource,
 // capiSummary describes the test's objects of both APIs.
 func (e *env) capiSummary(ctx context.Context) string {
 	var b strings.Builder
-	for _, gvr := range []schema.GroupVersionResource{capiClusterGVR, capiMachineGVR, tcGVR, tmGVR} {
+	for _, gvr := range []schema.GroupVersionResource{capiClusterGVR, capiMDGVR, capiMSGVR, capiMachineGVR, tcGVR, tmGVR} {
 		list, err := e.dyn.Resource(gvr).Namespace(tenant).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			fmt.Fprintf(&b, "\n  %s: %v", gvr.Resource, err)
