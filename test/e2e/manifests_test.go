@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -111,6 +112,23 @@ func TestManifestsAgree(t *testing.T) {
 	for _, img := range []string{captfImage, "captf.local/fakecloud:dev", moduleImage} {
 		if !strings.Contains(string(script), img) {
 			t.Errorf("hack/build-e2e-images.sh does not build %s", img)
+		}
+	}
+
+	// The overlay the end-to-end tests deploy gives every webhook of the
+	// configuration its caBundle: one without it refuses its kind (x509).
+	b, err := os.ReadFile(filepath.Join(root, "manifests", "webhook", "validating_webhook_configuration.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	mustUnmarshal(t, b, &vwc)
+	if len(vwc.Webhooks) == 0 {
+		t.Fatal("manifests/webhook: no webhooks")
+	}
+	for i, w := range vwc.Webhooks {
+		if !strings.Contains(overlay, "path: /webhooks/"+strconv.Itoa(i)+"/clientConfig/caBundle") {
+			t.Errorf("the e2e overlay sets no caBundle for webhook %d (%s)", i, w.Name)
 		}
 	}
 }
