@@ -366,6 +366,9 @@ func (c *Controller) enqueueNamespace(namespace string) {
 
 // workloadChanged reports whether an update of a workload object needs a
 // reconcile: not when only its status changed (the manager's own writes).
+// Owner references count (K2): a MachineSet creates a TerraformMachine
+// owned by itself, and the Machine controller makes the Machine its
+// controller owner only afterwards, in an update that changes nothing else.
 func workloadChanged(oldObj, newObj interface{}) bool {
 	o, ok1 := oldObj.(metav1.Object)
 	n, ok2 := newObj.(metav1.Object)
@@ -376,6 +379,7 @@ func workloadChanged(oldObj, newObj interface{}) bool {
 		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
 		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
 		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
 		o.GetUID() != n.GetUID()
 }

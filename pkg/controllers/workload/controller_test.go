@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
@@ -105,6 +106,11 @@ func TestWorkloadChanged(t *testing.T) {
 			c.Annotations = map[string]string{v1alpha1.AnnotationAbandonInfrastructure: string(c.UID)}
 		}, true},
 		{"finalizers", func(c *v1alpha1.TerraformCluster) { c.Finalizers = []string{v1alpha1.FinalizerDestroy} }, true},
+		// K2: the Machine controller takes a MachineSet's TerraformMachine
+		// over in an update of its owner references alone.
+		{"owner references", func(c *v1alpha1.TerraformCluster) {
+			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Cluster", Name: "c1", UID: "u1", Controller: ptr.To(true)}}
+		}, true},
 		{"deletion", deletingCluster, true},
 	}
 	for _, tc := range tests {
