@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +19,10 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
 
-// TestCAPIMachineDeployment is issue 22's MachineDeployment proof (SPEC K9,
-// K12): Cluster API v1.14's core manager beside captf's in-cluster manager,
-// as in TestCAPIClusterAndMachine, on a node of its own:
+// TestCAPITemplates is issue 22's proof of the template kinds with Cluster
+// API (SPEC K9, K12): Cluster API v1.14's core manager (with the
+// ClusterTopology feature gate) beside captf's in-cluster manager, as in
+// TestCAPIClusterAndMachine, on a node of its own:
 //
 //   - a Cluster with a TerraformCluster and no controlPlaneRef is
 //     provisioned; a MachineDeployment of 3 replicas whose machine template
@@ -33,9 +35,15 @@ import (
 //   - scaled to 1, the 2 Machines Cluster API deletes are destroyed (one
 //     DELETE each in the fake cloud, answered 204): the fake cloud holds
 //     the cluster's resource and the remaining machine's, nothing else;
-//   - deleting the Cluster leaves nothing in the fake cloud; neither the
-//     credential nor the bootstrap data is in any Job's or the manager's
-//     log or any event (X1, K5).
+//   - deleting the Cluster leaves nothing in the fake cloud;
+//   - a ClusterClass built from a TerraformClusterTemplate and a
+//     TerraformMachineTemplate creates a Cluster through spec.topology whose
+//     TerraformCluster gets its identityRef from the class's patch and is
+//     provisioned, and whose MachineDeployment's Machines are provisioned
+//     (capi_clusterclass_test.go, with stand-in control plane and bootstrap
+//     providers); deleting it leaves nothing in the fake cloud;
+//   - neither the credential nor the bootstrap data is in any Job's or the
+//     manager's log or any event (X1, K5).
 //
 // Cluster API creates the MachineDeployment's Machines although no control
 // plane is initialized: the MachineSet's preflight checks
@@ -46,11 +54,11 @@ import (
 // without a controlPlaneRef is a valid Cluster API object (the field is
 // optional), so a user can do the same; with a control plane provider the
 // preflight checks wait for it as they would for any provider.
-func TestCAPIMachineDeployment(t *testing.T) {
+func TestCAPITemplates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	begin := time.Now()
-	e, cp := start(ctx, t, true)
+	e, cp := start(ctx, t, true, "--feature-gates=ClusterTopology=true")
 	defer func() {
 		if t.Failed() && !cp.Stopped() {
 			e.dumpState(t)
@@ -66,6 +74,9 @@ func TestCAPIMachineDeployment(t *testing.T) {
 		{"ThreeMachinesProvisioned", r.threeMachines},
 		{"ScaleToOneDestroysTwo", r.scaleToOne},
 		{"DeleteClusterLeavesNothing", r.deleteCluster},
+		{"ClusterClassTopologyProvisionsCluster", r.clusterClassTopology},
+		{"ClusterClassMachinesProvisioned", r.clusterClassMachines},
+		{"ClusterClassDeleteLeavesNothing", r.clusterClassDelete},
 		{"NoSecretInLogsOrEvents", func(ctx context.Context, t *testing.T) {
 			n := e.scanPodLogs(ctx, t, tenant)
 			t.Logf("X1: scanned %d bytes of the Jobs' logs left in %s", n, tenant)
@@ -83,7 +94,7 @@ func TestCAPIMachineDeployment(t *testing.T) {
 		e.dumpState(t)
 	}
 	e.stop(cp)
-	t.Logf("TestCAPIMachineDeployment took %s in all", time.Since(begin).Round(time.Millisecond))
+	t.Logf("TestCAPITemplates took %s in all", time.Since(begin).Round(time.Millisecond))
 }
 
 const (
@@ -104,21 +115,19 @@ type mdRun struct {
 	// ids are the fake-cloud ids of the MachineDeployment's machines, by
 	// Machine name, once provisioned.
 	ids map[string]string
+
+	// The ClusterClass steps' stand-in providers (capi_clusterclass_test.go):
+	// the bootstrap data they write, how to stop them, their last error.
+	bootstrap   string
+	stopStandIn context.CancelFunc
+	standInErr  atomic.Value
 }
 
-// createBootstrapSecret creates a bootstrap data Secret as a bootstrap
-// provider writes it, with a random marker that no file of the repository
-// holds; it returns the value. The value, its marker and its base64 join
-// e.forbidden (X1, K5).
+// createBootstrapSecret creates a bootstrap data Secret of
+// bootstrapValue; it returns the value.
 func (e *env) createBootstrapSecret(ctx context.Context, t *testing.T, name string) string {
 	t.Helper()
-	marker := make([]byte, 8)
-	if _, err := rand.Read(marker); err != nil {
-		t.Fatal(err)
-	}
-	token := "e2e-join-token-" + hex.EncodeToString(marker)
-	value := "#cloud-config\nruncmd:\n  - echo " + token + "\n"
-	e.forbidden = append(e.forbidden, token, base64.StdEncoding.EncodeToString([]byte(value)))
+	value := e.bootstrapValue(t)
 	_, err := e.kube.CoreV1().Secrets(tenant).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Labels: map[string]string{v1alpha1.LabelClusterName: clusterName}},
 		Type:       "cluster.x-k8s.io/secret",
@@ -127,6 +136,21 @@ func (e *env) createBootstrapSecret(ctx context.Context, t *testing.T, name stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	return value
+}
+
+// bootstrapValue is bootstrap data as a bootstrap provider writes it, with
+// a random marker that no file of the repository holds; the marker and
+// the base64 of the value join e.forbidden (X1, K5).
+func (e *env) bootstrapValue(t *testing.T) string {
+	t.Helper()
+	marker := make([]byte, 8)
+	if _, err := rand.Read(marker); err != nil {
+		t.Fatal(err)
+	}
+	token := "e2e-join-token-" + hex.EncodeToString(marker)
+	value := "#cloud-config\nruncmd:\n  - echo " + token + "\n"
+	e.forbidden = append(e.forbidden, token, base64.StdEncoding.EncodeToString([]byte(value)))
 	return value
 }
 

@@ -118,11 +118,12 @@ func TestEndToEnd(t *testing.T) {
 
 // start brings up what each end-to-end test runs on: a control plane
 // with a node, the images built and imported, with capi Cluster API's CRDs
-// and core manager (as a local process, SPEC K12), then captf's manager
+// and core manager (as a local process, SPEC K12; capiArgs are its extra
+// flags, such as feature gates), then captf's manager
 // deployed from manifests/ and the fake cloud. Cluster API comes first:
 // captf's manager discovers it once, at start (docs/design.md, "The
 // Cluster API contract"). It skips unless CAPTF_E2E is set.
-func start(ctx context.Context, t *testing.T, capi bool) (*env, *controlplane.NodeForTest) {
+func start(ctx context.Context, t *testing.T, capi bool, capiArgs ...string) (*env, *controlplane.NodeForTest) {
 	t.Helper()
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -155,7 +156,7 @@ func start(ctx context.Context, t *testing.T, capi bool) (*env, *controlplane.No
 	}
 	if capi {
 		begin = time.Now()
-		if e.capi, err = cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: filepath.Join(root, "bin")}); err != nil {
+		if e.capi, err = cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: filepath.Join(root, "bin"), Args: capiArgs}); err != nil {
 			t.Fatalf("starting Cluster API's core manager: %v", err)
 		}
 		t.Cleanup(e.capi.Stop)
