@@ -194,6 +194,13 @@ func (r *mdRun) clusterClassTopology(ctx context.Context, t *testing.T) {
 			"version":  ccVersion,
 			"workers": map[string]any{"machineDeployments": []any{map[string]any{
 				"class": "default-worker", "name": ccMDTopology, "replicas": int64(ccReplicas),
+				// What Cluster API's defaulting webhook writes into the
+				// MachineDeployment (not called here: its controller
+				// refuses an empty strategy type).
+				"rollout": map[string]any{"strategy": map[string]any{
+					"type":          "RollingUpdate",
+					"rollingUpdate": map[string]any{"maxSurge": int64(1), "maxUnavailable": int64(0)},
+				}},
 			}}},
 			"variables": []any{map[string]any{"name": "identityName", "value": identity}},
 		}},
@@ -284,6 +291,7 @@ func (r *mdRun) clusterClassMachines(ctx context.Context, t *testing.T) {
 	if got := r.cloudIDs(ctx, t); fmt.Sprint(got) != fmt.Sprint(sortedKeys(want)) {
 		t.Errorf("the fake cloud holds %v, want the topology cluster's and its machines' %v", got, sortedKeys(want))
 	}
+	r.scanJobLogs(ctx, t)
 }
 
 // clusterClassDelete: the topology's Cluster deleted, everything of it
