@@ -17,7 +17,9 @@
 // (A2).
 //
 // TestCAPIClusterAndMachine (capi_test.go) runs Cluster API's core manager
-// beside the manager on a node of its own (SPEC K12).
+// beside the manager on a node of its own (SPEC K12); TestCAPITemplates
+// (capi_md_test.go, capi_clusterclass_test.go) does the same with a
+// MachineDeployment and a ClusterClass (SPEC K9).
 //
 // They run with make e2e (CAPTF_E2E=1, root); otherwise they skip.
 package e2e
