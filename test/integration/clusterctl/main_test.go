@@ -21,8 +21,9 @@
 //     API's core manager and captf's (K11, K12): a provisioned cluster and
 //     machine move with their state, block-move holds the move while an
 //     apply Job runs, nothing is destroyed in the source or applied again
-//     in the target (the copies adopt their state), and a spec change in
-//     the target applies once.
+//     in the target (the copies adopt their state), the mirror is refused
+//     by B3 to a mover outside system:masters, and a spec change in the
+//     target applies once.
 package clusterctl
 
 import (

@@ -15,6 +15,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/credentials"
 	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	infrav1alpha1 "github.com/captf/captf/pkg/generated/clientset/versioned/typed/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/tfstate"
@@ -61,16 +63,23 @@ var (
 // In the source, a Cluster with a TerraformCluster and a control-plane
 // Machine with a TerraformMachine are provisioned; the operator copies the
 // identity's source Secret to the target (docs/operator-guide.md, "Moving a
-// cluster"); then `clusterctl move` as an operator types it. Throughout,
-// every Job created in either namespace is recorded (a watch: a destroy
+// cluster"). B3 in the target, for what the move will copy: the mirror is
+// refused to a cluster-admin outside system:masters (the runbook's reason
+// to move as system:masters) and accepted from the admin. Then a spec
+// change of the cluster starts an apply Job, and `clusterctl move`, as an
+// operator types it, is started while it runs: clusterctl pauses the
+// Cluster and waits for block-move, copying nothing, until the Job ends.
+// Every Job created in either namespace is recorded (a watch: a destroy
 // Job in the source would be garbage collected with its object). After the
-// move: no Job was created in either plane; the target's TerraformCluster
-// and TerraformMachine adopted their state (StateAdopted, lastApply
-// adopted, Ready, the same endpoint and provider ID) and Cluster API in the
-// target sees the infrastructure provisioned; the state Secrets are in the
-// target, owned by the copies, and gone from the source; the identity is in
-// the target and its source Secret is only where the operator copied it;
-// a spec change in the target then creates exactly one apply Job.
+// move: no Job was created by it in either plane; the target's
+// TerraformCluster and TerraformMachine adopted their last applied state
+// (StateAdopted, lastApply adopted, Ready, the same endpoint and provider
+// ID) and Cluster API in the target sees the infrastructure provisioned;
+// the state Secrets are in the target, owned by the copies, and gone from
+// the source; the mirror is in the target, owned by the copies and current;
+// the identity is in the target and its source Secret only where the
+// operator copied it; a spec change in the target then creates exactly one
+// apply Job.
 func TestClusterctlMove(t *testing.T) {
 	start := time.Now()
 	ctx := framework.Context(t)
@@ -173,6 +182,16 @@ func TestClusterctlMove(t *testing.T) {
 
 	// --- the operator copies the identity's source Secret to the target ---
 	copied := copySource(t, src, dst, ref)
+
+	// B3 in the target, for what the move will copy: a mover that is not
+	// system:masters (here a cluster-admin) may not create the Secrets
+	// that carry the manager's trusted marks (a server-side dry run goes
+	// through admission and stores nothing); the admin may.
+	guarded := b3Guarded(t, src, dst, ns, secretValue)
+	if !slices.Contains(guarded, credentials.MirrorName(id)) {
+		t.Errorf("B3: the mirror %s was not refused to a mover outside system:masters; refused: %v", credentials.MirrorName(id), guarded)
+	}
+	t.Logf("B3: Secrets of the move a cluster-admin outside system:masters may not create in the target: %v", guarded)
 
 	// Every Job created from here on, in either plane's namespace.
 	srcJobs := recordJobs(t, src.env.Kube, ns)
@@ -355,6 +374,15 @@ func TestClusterctlMove(t *testing.T) {
 	}
 	if _, err := src.env.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("K11: the identity's source Secret in the source: %v", err)
+	}
+	named, err := dst.env.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range named.Items {
+		if s.Namespace != ref.Namespace {
+			t.Errorf("K11: a Secret %s/%s in the target: the move copied the identity's source Secret", s.Namespace, s.Name)
+		}
 	}
 
 	// No Job at all from the move: no destroy in the source, no apply in
@@ -663,6 +691,63 @@ func copySource(t *testing.T, src, dst *plane, ref v1alpha1.SecretReference) *co
 	}
 	return dst.secret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, Labels: s.Labels, Annotations: s.Annotations},
 		Type: s.Type, Data: s.Data})
+}
+
+// b3Guarded creates namespace ns in dst and dry-runs there, as a
+// cluster-admin outside system:masters (alice) and as the admin, the
+// creation of every Secret of ns in src that carries one of the marks the
+// trust-boundary policy guards, as clusterctl move would create it. It
+// returns the names refused to alice, each refused by the policy with no
+// Secret value in the message; it fails the test if the admin is refused.
+func b3Guarded(t *testing.T, src, dst *plane, ns, secretValue string) []string {
+	t.Helper()
+	ctx := framework.Context(t)
+	if _, err := dst.env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dst.env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-cluster-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: controlplane.Alice}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := kubernetes.NewForConfig(dst.env.CP.RestConfig(controlplane.Alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := src.env.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, s := range l.Items {
+		_, mirrored := s.Labels[v1alpha1.LabelMirrored]
+		_, managed := s.Labels[v1alpha1.LabelManaged]
+		_, identity := s.Annotations[v1alpha1.AnnotationIdentity]
+		_, hash := s.Annotations[v1alpha1.AnnotationSourceHash]
+		if !mirrored && !managed && !identity && !hash {
+			continue
+		}
+		c := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations},
+			Type: s.Type, Data: s.Data}
+		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		if _, err := dst.env.Kube.CoreV1().Secrets(ns).Create(ctx, c, dry); err != nil {
+			t.Fatalf("B3: the admin (system:masters) may not create %s in the target: %v", s.Name, err)
+		}
+		_, err := alice.CoreV1().Secrets(ns).Create(ctx, c, dry)
+		if err == nil {
+			continue
+		}
+		if !strings.Contains(err.Error(), "captf-trust-boundary") {
+			t.Fatalf("B3: creating %s as a cluster-admin: %v, want the trust-boundary policy's refusal", s.Name, err)
+		}
+		if strings.Contains(err.Error(), secretValue) {
+			t.Errorf("X1: the refusal of %s carries the Secret's value", s.Name)
+		}
+		refused = append(refused, s.Name)
+	}
+	return refused
 }
 
 // jobRecorder keeps every Job a watch saw created in a namespace, as
