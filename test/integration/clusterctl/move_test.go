@@ -156,7 +156,7 @@ func TestClusterctlMove(t *testing.T) {
 		_ = src.env.Kube.CoreV1().Nodes().Delete(context.Background(), "m1-"+ns, metav1.DeleteOptions{})
 	})
 	src.f.WaitFor("Cluster API: the Machine's nodeRef, the Cluster's infrastructure provisioned and control plane initialized", func() (bool, string) {
-		m, err := src.get(clusterGVR.GroupVersion().WithResource("machines"), ns, "m1")
+		m, err := src.get(machineGVR, ns, "m1")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -178,6 +178,9 @@ func TestClusterctlMove(t *testing.T) {
 	srcMachine, err := api.TerraformMachines(ns).Get(ctx, "m1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if srcMachine.Spec.ProviderID != "fake://m1" {
+		t.Fatalf("before the move: provider ID %q, want fake://m1", srcMachine.Spec.ProviderID)
 	}
 
 	// --- the operator copies the identity's source Secret to the target ---
@@ -221,10 +224,15 @@ func TestClusterctlMove(t *testing.T) {
 		stdout, stderr []byte
 		err            error
 	}
-	done := make(chan result, 1)
+	done, finished := make(chan result, 1), make(chan struct{})
+	moveCtx, cancelMove := context.WithCancel(ctx)
+	// On a failure meanwhile, clusterctl is stopped and waited for: it
+	// logs to t, which must not outlive the test.
+	t.Cleanup(func() { cancelMove(); <-finished })
 	moveStart := time.Now()
 	go func() {
-		o, e, err := runClusterctl(ctx, t, nil, "move", "--kubeconfig", src.kubeconfig, "--to-kubeconfig", dst.kubeconfig, "-n", ns, "-v", "3")
+		defer close(finished)
+		o, e, err := runClusterctl(moveCtx, t, nil, "move", "--kubeconfig", src.kubeconfig, "--to-kubeconfig", dst.kubeconfig, "-n", ns, "-v", "3")
 		done <- result{o, e, err}
 	}()
 	// clusterctl pauses the Cluster, then waits for block-move to go: the
