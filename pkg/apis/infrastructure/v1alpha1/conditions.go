@@ -314,4 +314,11 @@ const (
 	// EventMovedAway (Normal, workload): clusterctl move deleted the source
 	// copy; no destroy, the state was kept (K11).
 	EventMovedAway = "MovedAway"
+	// EventRunFinished (Normal for a success, else Warning; workload and
+	// its Job): a finished Job's run was recorded in status.lastRun, with
+	// its planned changes or why it failed (SPEC O1, upstream A3-73).
+	EventRunFinished = "RunFinished"
+	// EventPlanSummary (Normal, workload): the changes a recorded run
+	// planned (SPEC O1, upstream A3-73).
+	EventPlanSummary = "PlanSummary"
 )
