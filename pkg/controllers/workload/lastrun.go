@@ -47,13 +47,15 @@ func (c *Controller) lastRunStep(ctx context.Context, w *workload) error {
 		// Written by this process; the cache has not caught up with that
 		// write yet: keep it rather than read (and report) again.
 		w.status.LastRun = last.LastRun.DeepCopy()
+		w.status.Source = last.Source.DeepCopy()
 		return nil
 	}
 	j := c.cachedJob(w, rec.JobName)
 	run := runclass.Gone(rec)
+	var pod runclass.Pod
 	if j != nil {
-		pod, err := c.readRunPod(ctx, j)
-		if err != nil {
+		var err error
+		if pod, err = c.readRunPod(ctx, j); err != nil {
 			return err
 		}
 		run = runclass.Finished(j, pod)
@@ -64,7 +66,30 @@ func (c *Controller) lastRunStep(ctx context.Context, w *workload) error {
 	}
 	w.status.LastRun = l
 	c.reportRun(ctx, w, j, l, run.Document)
+	if action == v1alpha1.JobActionApply && rec.Outcome == v1alpha1.RunSucceeded && run.Result != nil {
+		pin(w, run.Result.Image, runclass.DigestOf(pod.ImageID))
+	}
 	return nil
+}
+
+// pin records status.source after a successful apply that ran image, as
+// the runner's document names it, whose pod ran digest (O6, A3-70..A3-72):
+// only for the image the spec names now, so neither a spec changed since
+// nor a document the module image wrote can pin another image; the digest
+// is the kubelet's. A machine pins once per image, a cluster or pool on
+// each apply (runclass.Repin).
+func pin(w *workload, image, digest string) {
+	if image == "" || image != w.source.Image {
+		return
+	}
+	if digest == "" {
+		w.warn(v1alpha1.EventDigestUnknown, "the apply's pod reported no pullable digest for image %s (loaded on the node, not pulled?): its runs are not pinned", image)
+		return
+	}
+	if src, changed := runclass.Repin(w.kind.name, w.status.Source, image, digest); changed {
+		w.status.Source = src
+		w.normal(v1alpha1.EventDigestPinned, "image %s pinned to %s (status.source.imageDigest)", image, digest)
+	}
 }
 
 // reportRun queues the events of a newly recorded run: RunFinished on the

@@ -135,6 +135,14 @@ func jobPod(f *framework.Fixture, ns string, j batchv1.Job) *corev1.Pod {
 // Failed, the Terraform container terminated with exit code 1 and message.
 func failPod(f *framework.Fixture, ns string, j batchv1.Job, message string) {
 	f.T.Helper()
+	endPod(f, ns, j, 1, message, "")
+}
+
+// endPod ends the Job's pod as the kubelet reports a run that exited with
+// code (phase Succeeded for 0, else Failed), the Terraform container's
+// termination message and imageID.
+func endPod(f *framework.Fixture, ns string, j batchv1.Job, code int32, message, imageID string) {
+	f.T.Helper()
 	name := jobPod(f, ns, j).Name
 	pods := f.Env.Kube.CoreV1().Pods(ns)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -147,13 +155,21 @@ func failPod(f *framework.Fixture, ns string, j batchv1.Job, message string) {
 				ExitCode: code, Reason: "Error", Message: msg, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}
 		}
 		p.Status.Phase = corev1.PodFailed
+		if code == 0 {
+			p.Status.Phase = corev1.PodSucceeded
+		}
 		p.Status.InitContainerStatuses = nil
 		for _, ic := range p.Spec.InitContainers {
 			s := terminated(ic.Name, 0, "")
 			s.State.Terminated.Reason = "Completed"
 			p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, s)
 		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{terminated(jobs.ContainerName, 1, message)}
+		main := terminated(jobs.ContainerName, code, message)
+		main.ImageID = imageID
+		if code == 0 {
+			main.State.Terminated.Reason = "Completed"
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{main}
 		_, err = pods.UpdateStatus(f.Ctx, p, metav1.UpdateOptions{})
 		return err
 	})

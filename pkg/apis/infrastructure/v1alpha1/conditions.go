@@ -321,4 +321,11 @@ const (
 	// EventPlanSummary (Normal, workload): the changes a recorded run
 	// planned (SPEC O1, upstream A3-73).
 	EventPlanSummary = "PlanSummary"
+	// EventDigestPinned (Normal, workload): status.source.imageDigest was
+	// recorded from a successful apply's pod (SPEC O6, upstream A3-72).
+	EventDigestPinned = "DigestPinned"
+	// EventDigestUnknown (Warning, workload): a successful apply's pod
+	// reported no pullable digest (an image loaded on the node, not
+	// pulled), so nothing was pinned (SPEC O6, upstream A3-72).
+	EventDigestUnknown = "DigestUnknown"
 )

@@ -198,3 +198,22 @@ type RunError struct {
 	// +kubebuilder:validation:MaxLength=512
 	Summary string `json:"summary,omitempty"`
 }
+
+// SourceStatus is the module image the object's runs are pinned to (SPEC
+// O6, upstream A3-70..A3-72): the digest the pod of a successful apply
+// ran (its imageID), so a later run cannot pick up whatever a tag points
+// to by then.
+type SourceStatus struct {
+	// Image is the image reference (spec.source.image) the digest was
+	// recorded for.
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image"`
+
+	// ImageDigest is the digest of that image the successful apply ran,
+	// from the pod's imageID. A TerraformMachine records it once, at its
+	// first successful apply of Image, and its later runs (a destroy, a
+	// re-apply) run repository@ImageDigest; a TerraformCluster or
+	// TerraformMachinePool re-pins on each successful apply.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	ImageDigest string `json:"imageDigest"`
+}

@@ -166,6 +166,11 @@ type WorkloadStatus struct {
 	// +optional
 	LastRun *LastRun `json:"lastRun,omitempty"`
 
+	// Source is the module image digest the runs are pinned to (SPEC O6),
+	// recorded from the pod of a successful apply.
+	// +optional
+	Source *SourceStatus `json:"source,omitempty"`
+
 	// ObservedRetry is the value of the annotation captf.io/retry the
 	// manager last acted on (SPEC T7): a different value runs the apply, or
 	// the pending destroy, once more. Values longer than 128 characters are
