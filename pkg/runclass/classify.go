@@ -51,8 +51,9 @@ const (
 // Documents are every Document, for metrics.
 var Documents = []Document{DocumentRead, DocumentNone, DocumentInvalid, DocumentUnread}
 
-// MaxSummary bounds Error.Summary (status.lastRun.error.summary in SPEC O1).
-const MaxSummary = 1024
+// MaxSummary bounds Error.Summary (status.lastRun.error.summary in SPEC O1;
+// upstream A1-80: 512 bytes).
+const MaxSummary = v1alpha1.MaxRunErrorSummary
 
 // Run is how a run ended.
 type Run struct {
@@ -82,8 +83,11 @@ type Run struct {
 //     Interrupted (disruption).
 //   - The pods could not be read, or more than one claims the Job: Failed,
 //     unknown; nothing of a pod is trusted.
-//   - No pod: Interrupted (pod_deleted): a failed Job's pod stays until
-//     the Job goes, so it was deleted or collected with its node.
+//   - No pod: Failed, unknown, from the Job's own status. The pod may be
+//     gone for many reasons (pruning, the pod garbage collector, a node
+//     removed after the run ended), so this is never an interruption: an
+//     interruption retries at once, and a finished Job whose pod went
+//     would loop without its backoff.
 //   - The pod has DisruptionTarget: Interrupted (disruption).
 //   - The pod is being deleted: Interrupted (pod_deleted).
 //   - The document says interrupted (a signal stopped the runner):
@@ -124,7 +128,11 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 	case pod.Claims > 1:
 		return unknown(run, fmt.Sprintf("%d pods claim the Job, so none of them is read", pod.Claims))
 	case pod.Claims == 0:
-		return interrupted(run, CausePodDeleted, "the Job's pod is gone: it was deleted, or removed with its node")
+		why := "the Job's pod is gone (pruned, or collected), so no result document was read"
+		if msg != "" {
+			why += "; the Job says: " + bounded(msg, 256)
+		}
+		return unknown(run, why)
 	case pod.Disruption != "":
 		return interrupted(run, CauseDisruption, "the Job's pod was disrupted ("+pod.Disruption+")")
 	case pod.Deleted:
@@ -255,13 +263,15 @@ func PullMessage(pf *PullFailure) string {
 	return msg
 }
 
-// NewRecord is the record of the run rec (as status.lastApply or
-// status.lastDestroy holds it) of action, classified as run (SPEC O1):
-// its outcome is the classification's.
+// NewRecord is status.lastRun for the run rec (as status.lastApply or
+// status.lastDestroy holds it) of action, classified as run (SPEC O1).
+// Its outcome is the record's, which the manager decides from (T7): the
+// classification adds why, never another outcome (an interruption is
+// retried at once only under SPEC O2, which the manager does not do yet).
 func NewRecord(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *Record {
 	out := &Record{
 		Job: rec.JobName, Operation: action, Generation: rec.Generation, Attempt: rec.Attempt,
-		Outcome: run.Outcome, FinishTime: metav1.NewTime(rec.FinishTime.Time),
+		Outcome: rec.Outcome, FinishTime: metav1.NewTime(rec.FinishTime.Time),
 	}
 	if d := run.Result; d != nil {
 		out.Image, out.RuntimeVersion = d.Image, d.Runtime
@@ -275,10 +285,25 @@ func NewRecord(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *Rec
 	if run.Image != "" {
 		out.Image = run.Image
 	}
-	if run.Kind != "" {
+	if run.Kind != "" && rec.Outcome != v1alpha1.RunSucceeded {
 		out.Error = &Error{Kind: run.Kind, Step: run.Step, ExitCode: run.ExitCode, Summary: run.Summary}
 	}
 	return out
+}
+
+// Gone classifies a recorded run whose Job is gone (pruned, deleted, a
+// TTL) before the manager read it: only the record says how it ended.
+// Never an interruption (see [Finished]).
+func Gone(rec *v1alpha1.RunRecord) Run {
+	run := Run{Outcome: Outcome(rec.Outcome), Document: DocumentUnread}
+	switch rec.Outcome {
+	case v1alpha1.RunSucceeded:
+		return run
+	case v1alpha1.RunDeadlineExceeded:
+		run.Kind, run.Summary = ErrorDeadline, "the Job ran past spec.jobs.activeDeadlineSeconds; the Job is gone, so no result document was read"
+		return run
+	}
+	return unknown(run, "the Job is gone (pruned, deleted, or its TTL passed), so no result document was read")
 }
 
 // Headline words why a run did not succeed in one line, for a condition's
@@ -340,11 +365,9 @@ func Summary(l *Record) string {
 	what := fmt.Sprintf("%s Job %s (generation %d, attempt %d)", l.Operation, l.Job, l.Generation, l.Attempt)
 	var b strings.Builder
 	switch l.Outcome {
-	case Succeeded:
+	case v1alpha1.RunSucceeded:
 		b.WriteString(what + " succeeded")
-	case Interrupted:
-		b.WriteString(what + " was interrupted")
-	case DeadlineExceeded:
+	case v1alpha1.RunDeadlineExceeded:
 		b.WriteString(what + " ran past its deadline")
 	default:
 		b.WriteString(what + " failed")

@@ -70,8 +70,10 @@ func TestFinishedO2(t *testing.T) {
 			outcome: Failed, kind: ErrorUnknown, document: DocumentUnread, summary: "could not be read"},
 		{name: "two pods claim the Job: none trusted", job: failed, pod: Pod{Claims: 2, Disruption: "x", Message: stepDoc},
 			outcome: Failed, kind: ErrorUnknown, document: DocumentUnread, summary: "2 pods claim the Job"},
-		{name: "pod gone", job: failed, pod: Pod{},
-			outcome: Interrupted, kind: ErrorInterrupted, cause: CausePodDeleted, document: DocumentUnread, summary: "pod is gone"},
+		{name: "pod gone: never an interruption (a pruned or collected pod of a finished Job)", job: failed, pod: Pod{},
+			outcome: Failed, kind: ErrorUnknown, document: DocumentUnread, summary: "pod is gone (pruned, or collected), so no result document was read; the Job says: msg of BackoffLimitExceeded"},
+		{name: "pod gone after a success", job: job(batchv1.JobComplete, "CompletionsReached"), pod: Pod{},
+			outcome: Succeeded, document: DocumentUnread},
 		{name: "pod disrupted, Job by backoff", job: failed, pod: Pod{Claims: 1, Disruption: "DeletionByTaintManager", Message: stepDoc},
 			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseDisruption, document: DocumentRead, summary: "DeletionByTaintManager"},
 		{name: "pod deleted", job: failed, pod: Pod{Claims: 1, Deleted: true, Terminated: terminated},
@@ -160,7 +162,7 @@ func TestNewRecordAndWordsO1(t *testing.T) {
 	})})
 	l := NewRecord(v1alpha1.JobActionApply, rec, run)
 	require.Equal(t, &Record{
-		Job: "c-apply-1", Operation: v1alpha1.JobActionApply, Generation: 2, Attempt: 3, Outcome: Failed, FinishTime: rec.FinishTime,
+		Job: "c-apply-1", Operation: v1alpha1.JobActionApply, Generation: 2, Attempt: 3, Outcome: v1alpha1.RunFailed, FinishTime: rec.FinishTime,
 		Image: "registry.example/m:1", RuntimeVersion: "OpenTofu v1.12.6",
 		Steps:   []Step{{Name: "init", DurationMilliseconds: 1500}, {Name: "apply", ExitCode: 1, DurationMilliseconds: 2500}},
 		Changes: &Changes{Create: 1, Replace: 2},
@@ -179,4 +181,43 @@ func TestNewRecordAndWordsO1(t *testing.T) {
 	require.Equal(t, "captf:dev", pulled.Image)
 	require.Contains(t, Headline(pulled), `an image cannot be pulled: the runner image (--runner-image) "captf:dev" cannot be pulled (ErrImagePull): mmm`)
 	require.LessOrEqual(t, len(Headline(pulled)), 300)
+}
+
+// TestRecordOutcomeIsTheRecordsO1: status.lastRun says why, never another
+// outcome than the record the manager decides from (T7; O2 is not wired).
+func TestRecordOutcomeIsTheRecordsO1(t *testing.T) {
+	rec := &v1alpha1.RunRecord{JobName: "c-apply-2", Generation: 1, Attempt: 2, Outcome: v1alpha1.RunFailed}
+	evicted := NewRecord(v1alpha1.JobActionApply, rec, Finished(job(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded), Pod{Claims: 1, Disruption: "EvictionByEvictionAPI"}))
+	require.Equal(t, v1alpha1.RunFailed, evicted.Outcome)
+	require.Equal(t, ErrorInterrupted, evicted.Error.Kind, "the kind still says why")
+	require.Equal(t, "apply Job c-apply-2 (generation 1, attempt 2) failed; interrupted: the Job's pod was disrupted (EvictionByEvictionAPI)", Summary(evicted))
+
+	ok := NewRecord(v1alpha1.JobActionApply, &v1alpha1.RunRecord{JobName: "c-apply-3", Outcome: v1alpha1.RunSucceeded}, Run{Outcome: Failed, Kind: ErrorUnknown, Summary: "x"})
+	require.Nil(t, ok.Error, "a succeeded record carries no error")
+}
+
+// TestGoneO1: a recorded run whose Job is gone is recorded from the record
+// alone, with no steps, and never as an interruption.
+func TestGoneO1(t *testing.T) {
+	for _, tt := range []struct {
+		outcome v1alpha1.RunOutcome
+		kind    ErrorKind
+		summary string
+	}{
+		{v1alpha1.RunSucceeded, "", ""},
+		{v1alpha1.RunFailed, ErrorUnknown, "the Job is gone"},
+		{v1alpha1.RunDeadlineExceeded, ErrorDeadline, "activeDeadlineSeconds"},
+	} {
+		rec := &v1alpha1.RunRecord{JobName: "j", Outcome: tt.outcome, Attempt: 1}
+		l := NewRecord(v1alpha1.JobActionDestroy, rec, Gone(rec))
+		require.Equal(t, tt.outcome, l.Outcome)
+		require.Empty(t, l.Steps)
+		if tt.kind == "" {
+			require.Nil(t, l.Error)
+			continue
+		}
+		require.Equal(t, tt.kind, l.Error.Kind)
+		require.Contains(t, l.Error.Summary, tt.summary)
+		require.NotEqual(t, ErrorInterrupted, l.Error.Kind)
+	}
 }

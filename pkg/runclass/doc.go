@@ -6,11 +6,12 @@
 //
 //   - [Finished] classifies a finished Job: Succeeded, Failed (a step, the
 //     image's layout, the runner, or unknown when no document can be
-//     read), DeadlineExceeded, or Interrupted: the pod was evicted,
-//     preempted or lost with its node (the Job's pod failure policy, or the
-//     pod's DisruptionTarget condition), deleted (gone, or being deleted),
-//     or stopped by a signal (the document's interrupted kind). An
-//     interrupted run is retried at once and not counted (SPEC O2).
+//     read, the pod being gone included), DeadlineExceeded, or
+//     Interrupted: the pod was evicted, preempted or lost with its node
+//     (the Job's pod failure policy, or the pod's DisruptionTarget
+//     condition), deleted while it ran, or stopped by a signal (the
+//     document's interrupted kind). A pod that is gone is never an
+//     interruption. [Gone] is a recorded run whose Job is gone.
 //   - [Vanished] is a Job deleted while it ran: interrupted, so its apply
 //     (or destroy) stays due (upstream A3-89).
 //   - [PullFailureOf] reads an image that cannot be pulled from a running
@@ -18,10 +19,10 @@
 //     Job: its generation is outdated, or it has failed to pull for
 //     [PullGrace] (SPEC O2: ImagePullFailed within a minute, not after the
 //     deadline).
-//   - [NewRecord] turns a classification into a [Record] (the shape SPEC
-//     O1 gives status.lastRun), and
-//     [Headline], [Finished] and [Plan] word the condition and the
-//     RunFinished and PlanSummary events.
+//   - [NewRecord] turns a classification into a [Record]: the API's
+//     status.lastRun (v1alpha1.LastRun), whose outcome is always the
+//     run's record's (T7), and [Headline], [Summary] and [Plan] word the
+//     condition and the RunFinished and PlanSummary events.
 //
 // Trust: a tenant can create pods that claim a Job (its label, an owner
 // reference). Only the one pod controlling the Job is read; when more
@@ -30,8 +31,8 @@
 // ([TrimPodForCache] for the pending-pod cache).
 //
 // The package is pure: no client, no I/O, no logging. The workload
-// controller does not call it yet: nothing reads a Job's pod, so no run is
-// classified, recorded in status.lastRun or retried as interrupted; the
-// API has no field for a [Record] until something writes one
-// (docs/design.md, "Run results").
+// controller calls [Finished], [Gone] and [NewRecord] to record
+// status.lastRun once per recorded Job (SPEC O1, workload/lastrun.go);
+// the O2 parts (Interrupted retried at once, pull failures) are not wired
+// yet (docs/design.md, "Run results").
 package runclass

@@ -50,6 +50,9 @@ type Pod struct {
 	// Message is the Terraform container's termination message: the
 	// runner's result document (at most 4096 bytes).
 	Message []byte
+	// ImageID is the Terraform container's imageID as the kubelet
+	// reports it (SPEC O6: [DigestOf]), bounded.
+	ImageID string
 	// PullFailure is the first container (init first) that waits for an
 	// image it cannot pull, nil when none.
 	PullFailure *PullFailure
@@ -98,6 +101,7 @@ func FromPod(p *corev1.Pod, container string) Pod {
 		if s.Name != container {
 			continue
 		}
+		out.ImageID = bounded(s.ImageID, maxImage+80)
 		if t := s.State.Terminated; t != nil {
 			out.Terminated = &Terminated{ExitCode: t.ExitCode, Reason: bounded(t.Reason, maxReason)}
 			if len(t.Message) <= runresult.MaxBytes {

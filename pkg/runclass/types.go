@@ -1,15 +1,9 @@
 package runclass
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import "github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 
-	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
-)
-
-// These types are the shape SPEC O1 gives status.lastRun (upstream
-// A1-78..A1-81). They are not in the API yet: no controller records a
-// run's classification, so no field of the CRDs claims to hold one. The
-// wiring that writes status.lastRun adds them to pkg/apis.
+// The record of a run is the API's status.lastRun (SPEC O1, upstream
+// A1-78..A1-81): [Record] and its parts are v1alpha1's types.
 
 // Outcome is how a finished run ended: the outcomes of status.lastApply
 // (v1alpha1.RunOutcome) and Interrupted (SPEC O2).
@@ -27,84 +21,39 @@ const (
 
 // ErrorKind says what ended a run that did not succeed (SPEC O1, O2;
 // upstream's error kinds, A1-80).
-type ErrorKind string
+type ErrorKind = v1alpha1.RunErrorKind
 
 const (
 	// ErrorStep: a Terraform step exited with a non-zero code.
-	ErrorStep ErrorKind = "step"
+	ErrorStep = v1alpha1.RunErrorStep
 	// ErrorImageLayout: the image holds no module or no Terraform
 	// (upstream's ImageInvalid).
-	ErrorImageLayout ErrorKind = "image-layout"
+	ErrorImageLayout = v1alpha1.RunErrorImageLayout
 	// ErrorImagePull: an image of the Job's pod could not be pulled
 	// (upstream's ImagePullFailed).
-	ErrorImagePull ErrorKind = "image-pull"
+	ErrorImagePull = v1alpha1.RunErrorImagePull
 	// ErrorInterrupted: the pod was evicted, preempted, deleted or lost,
-	// or the Job deleted (upstream's JobInterrupted).
-	ErrorInterrupted ErrorKind = "interrupted"
+	// or the runner stopped by a signal (upstream's JobInterrupted).
+	ErrorInterrupted = v1alpha1.RunErrorInterrupted
 	// ErrorDeadline: the Job ran past activeDeadlineSeconds.
-	ErrorDeadline ErrorKind = "deadline"
+	ErrorDeadline = v1alpha1.RunErrorDeadline
 	// ErrorRunner: the runner could not run Terraform (bad variables or
 	// inputs, a working copy it could not make).
-	ErrorRunner ErrorKind = "runner"
-	// ErrorUnknown: the pod failed without a readable result document
-	// (killed, out of memory, an older runner); the summary says what the
-	// kubelet reported.
-	ErrorUnknown ErrorKind = "unknown"
+	ErrorRunner = v1alpha1.RunErrorRunner
+	// ErrorUnknown: no readable result document says why (the pod is
+	// gone, killed, out of memory, an older runner); the summary says what
+	// the Job and the kubelet reported.
+	ErrorUnknown = v1alpha1.RunErrorUnknown
 )
 
-// Record is a finished run as the runner's result document and the Job's
-// pod describe it (SPEC O1; the shape of upstream's status.lastRun).
-type Record struct {
-	// Job is the Job's name, in the object's namespace.
-	Job string
-	// Operation is apply or destroy.
-	Operation v1alpha1.JobAction
-	// Generation is the object's metadata.generation the Job ran for.
-	Generation int64
-	// Attempt numbers the Job among its generation's (SPEC T7).
-	Attempt int32
-	// Outcome is how the run ended.
-	Outcome Outcome
-	// FinishTime is when it ended.
-	FinishTime metav1.Time
-	// Image is the module image the Job ran.
-	Image string
-	// RuntimeVersion is the first line of `terraform version` (or `tofu
-	// version`) in the image.
-	RuntimeVersion string
-	// Steps are the Terraform steps that ran, in order.
-	Steps []Step
-	// Changes are the changes Terraform planned.
-	Changes *Changes
-	// Error says why the run did not succeed; nil when it did.
-	Error *Error
-}
+// Record is a finished run as status.lastRun holds it (SPEC O1).
+type Record = v1alpha1.LastRun
 
 // Step is one step of a run (upstream A1-79).
-type Step struct {
-	// Name is setup, init, apply or destroy.
-	Name string
-	// ExitCode is the step's exit code (128+n when signal n ended it).
-	ExitCode int32
-	// DurationMilliseconds is how long it ran.
-	DurationMilliseconds int64
-}
+type Step = v1alpha1.RunStep
 
-// Changes are the changes a run planned (upstream A1-81's names): a
-// replacement counts once, as replace.
-type Changes struct {
-	Create, Update, Replace, Delete int32
-}
+// Changes are the changes a run planned (upstream A1-81).
+type Changes = v1alpha1.RunChanges
 
 // Error is why a run did not succeed (upstream A1-80).
-type Error struct {
-	Kind ErrorKind
-	// Step is the step that failed or was interrupted.
-	Step string
-	// ExitCode is that step's exit code, or the container's when no
-	// result document was read.
-	ExitCode *int32
-	// Summary is the end of the error, redacted (SPEC O1, X1), or what
-	// the pod's status said; at most MaxSummary bytes.
-	Summary string
-}
+type Error = v1alpha1.RunError

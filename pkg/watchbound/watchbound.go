@@ -9,9 +9,11 @@
 // watch, for five to ten minutes, although the informers' transforms drop
 // the labels at once. This package wraps the manager's HTTP transport: the
 // body of a watch response is read through a Reader that follows the
-// stream's frames (one JSON event per line, as the API server writes them)
-// and, after a frame larger than Large, ends the stream cleanly at the next
-// frame boundary where the reflector accepts an end. The reflector then
+// stream's frames (JSON: one event per line, as the API server writes
+// them; protobuf, which client-go uses for Kubernetes' own kinds: each
+// event after its length) and, after a frame larger than Large, ends the
+// stream cleanly at the next frame boundary where the reflector accepts an
+// end. The reflector then
 // watches again from the last resourceVersion it saw: no event is lost and
 // nothing is listed again, and the old stream's buffers are garbage.
 //
@@ -31,10 +33,17 @@ package watchbound
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 const (
@@ -52,13 +61,37 @@ const (
 	maxBookmark = 4 << 10
 )
 
-var (
-	// bookmarkStart is how the API server begins a bookmark event.
-	bookmarkStart = []byte(`{"type":"BOOKMARK"`)
-	// initialEventsEnd is metav1.InitialEventsAnnotationKey set to true,
-	// as JSON writes it.
-	initialEventsEnd = []byte(`"k8s.io/initial-events-end":"true"`)
+// Framing is how a watch stream delimits its events.
+type Framing int
+
+const (
+	// Unframed is a stream this package does not follow: it is never
+	// ended.
+	Unframed Framing = iota
+	// Lines is JSON, one event per line.
+	Lines
+	// LengthPrefixed is protobuf, each event after its length as four
+	// bytes, big-endian.
+	LengthPrefixed
 )
+
+// framingOf returns the framing of a watch response of content type ct.
+func framingOf(ct string) Framing {
+	mt, params, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return Unframed
+	case mt == "application/json":
+		return Lines
+	case mt == "application/vnd.kubernetes.protobuf" && params["stream"] == "watch":
+		return LengthPrefixed
+	}
+	return Unframed
+}
+
+// protoPrefix begins an object the protobuf serializer encoded, before its
+// runtime.Unknown envelope.
+var protoPrefix = []byte("k8s\x00")
 
 // Wrap returns a RoundTripper that reads every watch response of rt
 // through a Reader. It fits rest.Config.Wrap.
@@ -82,8 +115,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || resp.StatusCode != http.StatusOK || q.Get("watch") != "true" {
 		return resp, err
 	}
+	framing := framingOf(resp.Header.Get("Content-Type"))
+	if framing == Unframed {
+		return resp, nil
+	}
 	path := req.URL.Path
-	r := NewReader(resp.Body, q.Get("sendInitialEvents") == "true")
+	r := NewReader(resp.Body, framing, q.Get("sendInitialEvents") == "true")
 	r.mayEnd = func() bool { return t.takeEnd(path) }
 	resp.Body = r
 	return resp, nil
@@ -104,11 +141,12 @@ func (t *transport) takeEnd(path string) bool {
 	return true
 }
 
-// Reader reads a JSON watch stream, one event per line, and ends it (io.EOF
-// at a line's end) once a frame larger than Large went by and an end is
-// safe (the package comment says when).
+// Reader reads a watch stream and ends it (io.EOF at a frame's end) once a
+// frame larger than Large went by and an end is safe (the package comment
+// says when).
 type Reader struct {
-	body io.ReadCloser
+	body    io.ReadCloser
+	framing Framing
 	// mayEnd is asked once an end is due and safe; false defers the end
 	// to a later frame boundary. Nil means always.
 	mayEnd func() bool
@@ -120,18 +158,23 @@ type Reader struct {
 	large bool
 	// frameLen is the length of the current frame so far.
 	frameLen int
-	// head keeps the start of the current frame while it may be a
-	// bookmark (up to maxBookmark bytes), for the initial-events-end
-	// annotation.
+	// header and headerLen hold a length-prefixed frame's length while
+	// it is read; left is what remains of its frame after it.
+	header    [4]byte
+	headerLen int
+	left      int
+	// head keeps the start of the current frame while the initial events
+	// stream (up to maxBookmark bytes), to find the bookmark that ends
+	// them.
 	head []byte
 	// ended is true once the stream was ended.
 	ended bool
 }
 
-// NewReader reads body; initial says the request asked for the initial
-// events (sendInitialEvents=true).
-func NewReader(body io.ReadCloser, initial bool) *Reader {
-	return &Reader{body: body, initial: initial}
+// NewReader reads body, framed as framing; initial says the request asked
+// for the initial events (sendInitialEvents=true).
+func NewReader(body io.ReadCloser, framing Framing, initial bool) *Reader {
+	return &Reader{body: body, framing: framing, initial: initial}
 }
 
 // Read implements io.Reader. Bytes read from the body past the frame
@@ -142,20 +185,45 @@ func (r *Reader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := r.body.Read(p)
+	if r.framing == Unframed {
+		return n, err
+	}
 	for i := 0; i < n; {
-		j := bytes.IndexByte(p[i:n], '\n')
-		if j < 0 {
-			r.see(p[i:n])
-			break
-		}
-		r.see(p[i : i+j])
-		if r.frameEnd() {
+		used, end := r.next(p[i:n])
+		i += used
+		if end && r.frameEnd() {
 			r.ended = true
-			return i + j + 1, nil
+			return i, nil
 		}
-		i += j + 1
 	}
 	return n, err
+}
+
+// next takes in the start of b: up to the end of the current frame, or all
+// of b. It returns how many bytes it took and whether a frame ended there.
+func (r *Reader) next(b []byte) (int, bool) {
+	if r.framing == Lines {
+		j := bytes.IndexByte(b, '\n')
+		if j < 0 {
+			r.see(b)
+			return len(b), false
+		}
+		r.see(b[:j])
+		return j + 1, true
+	}
+	if r.headerLen < len(r.header) {
+		k := copy(r.header[r.headerLen:], b)
+		r.headerLen += k
+		if r.headerLen < len(r.header) {
+			return k, false
+		}
+		r.left = int(binary.BigEndian.Uint32(r.header[:]))
+		return k, r.left == 0
+	}
+	k := min(len(b), r.left)
+	r.see(b[:k])
+	r.left -= k
+	return k, r.left == 0
 }
 
 // see takes in the bytes b of the current frame (no newline).
@@ -172,10 +240,8 @@ func (r *Reader) frameEnd() bool {
 	if r.frameLen > Large {
 		r.large = true
 	}
-	// A tenant's data cannot begin a frame, so only the API server's
-	// bookmark can end the initial events.
-	endsInitial := r.initial && bytes.HasPrefix(r.head, bookmarkStart) && bytes.Contains(r.head, initialEventsEnd)
-	r.frameLen, r.head = 0, r.head[:0]
+	endsInitial := r.initial && r.frameLen <= maxBookmark && endsInitialEvents(r.head, r.framing)
+	r.frameLen, r.head, r.headerLen = 0, r.head[:0], 0
 	if r.initial {
 		if endsInitial {
 			r.initial = false
@@ -185,6 +251,42 @@ func (r *Reader) frameEnd() bool {
 	// This frame is an event of the phase, so the reflector accepts the
 	// end (it refuses a watch that ends with none).
 	return r.large && (r.mayEnd == nil || r.mayEnd())
+}
+
+// endsInitialEvents reports whether frame is the bookmark that ends a
+// watch-list's initial events: decoded, so that no tenant's data in an
+// event can pass for it.
+func endsInitialEvents(frame []byte, framing Framing) bool {
+	var typ string
+	var annotations map[string]string
+	switch framing {
+	case Lines:
+		var e struct {
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			} `json:"object"`
+		}
+		if json.Unmarshal(frame, &e) != nil {
+			return false
+		}
+		typ, annotations = e.Type, e.Object.Metadata.Annotations
+	case LengthPrefixed:
+		// A raw metav1.WatchEvent whose object is a protobuf-encoded
+		// runtime.Unknown; every Kubernetes kind's field 1 is its
+		// ObjectMeta, which PartialObjectMetadata reads.
+		var e metav1.WatchEvent
+		var u runtime.Unknown
+		var m metav1.PartialObjectMetadata
+		if e.Unmarshal(frame) != nil || !bytes.HasPrefix(e.Object.Raw, protoPrefix) ||
+			u.Unmarshal(e.Object.Raw[len(protoPrefix):]) != nil || m.Unmarshal(u.Raw) != nil {
+			return false
+		}
+		typ, annotations = e.Type, m.Annotations
+	}
+	return typ == string(watch.Bookmark) && annotations[metav1.InitialEventsAnnotationKey] == "true"
 }
 
 // Close implements io.Closer.

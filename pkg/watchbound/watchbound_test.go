@@ -2,6 +2,8 @@ package watchbound
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,116 +16,183 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	restclientwatch "k8s.io/client-go/rest/watch"
 )
 
-// event is one watch event line as the API server writes it: a ConfigMap
-// named name whose annotation pads it to about size bytes.
-func event(typ, name string, size int) string {
-	return fmt.Sprintf(`{"type":%q,"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":%q,"resourceVersion":"%d","annotations":{"pad":%q}}}}`+"\n",
-		typ, name, len(name)+size, strings.Repeat("x", size))
+// frame is one watch event, framed as the API server frames it: a
+// ConfigMap named name whose annotations are ann, padded to about size
+// bytes.
+type frame struct {
+	typ, name string
+	size      int
+	ann       map[string]string
 }
 
-// bookmark is a bookmark line; end marks the end of the initial events.
-func bookmark(rv int, end bool) string {
-	ann := ""
-	if end {
-		ann = `,"annotations":{"k8s.io/initial-events-end":"true"}`
+func (f frame) object() *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{Kind: "ConfigMap", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: f.name, ResourceVersion: "7", Annotations: map[string]string{}},
 	}
-	return fmt.Sprintf(`{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"%d"%s}}}`+"\n", rv, ann)
+	for k, v := range f.ann {
+		cm.Annotations[k] = v
+	}
+	if f.size > 0 {
+		cm.Annotations["pad"] = strings.Repeat("x", f.size)
+	}
+	return cm
+}
+
+// encode frames f as framing does.
+func (f frame) encode(t *testing.T, framing Framing) []byte {
+	t.Helper()
+	switch framing {
+	case Lines:
+		b, err := json.Marshal(map[string]any{"type": f.typ, "object": f.object()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(b, '\n')
+	case LengthPrefixed:
+		var obj bytes.Buffer
+		if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(f.object(), &obj); err != nil {
+			t.Fatal(err)
+		}
+		e := metav1.WatchEvent{Type: f.typ, Object: runtime.RawExtension{Raw: obj.Bytes()}}
+		b, err := e.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	}
+	t.Fatalf("framing %d", framing)
+	return nil
+}
+
+func bookmark(end bool) frame {
+	f := frame{typ: "BOOKMARK"}
+	if end {
+		f.ann = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	}
+	return f
 }
 
 var (
-	small  = event("ADDED", "small", 100)
-	small2 = event("MODIFIED", "small2", 100)
-	large  = event("ADDED", "large", Large+1)
-	// forged is a tenant's object whose annotation names the
-	// initial-events-end annotation: it must not end the initial events.
-	forged = `{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"f","annotations":{"k8s.io/initial-events-end":"true","x":"{\"type\":\"BOOKMARK\"}"}}}}` + "\n"
+	small  = frame{typ: "ADDED", name: "small", size: 100}
+	small2 = frame{typ: "MODIFIED", name: "small2", size: 100}
+	large  = frame{typ: "ADDED", name: "large", size: Large + 1}
+	// forged is a tenant's object carrying the initial-events-end
+	// annotation: it must not end the initial events.
+	forged = frame{typ: "ADDED", name: "f", ann: map[string]string{metav1.InitialEventsAnnotationKey: "true", "x": `{"type":"BOOKMARK"}`}}
 )
+
+var framings = map[Framing]string{Lines: "json", LengthPrefixed: "protobuf"}
 
 func TestReader(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		initial bool
-		stream  []string
+		stream  []frame
 		// allow answers mayEnd, in turn (true once exhausted).
 		allow []bool
 		// delivered is how many of stream's lines are read before
 		// the end; len(stream) means the stream was not ended.
 		delivered int
 	}{
-		{name: "small events pass", stream: []string{small, small2, small}, delivered: 3},
-		{name: "ends after a large event", stream: []string{small, large, small2}, delivered: 2},
-		{name: "a large first event ends there", stream: []string{large, small}, delivered: 1},
-		{name: "a refused end waits for the next boundary", stream: []string{large, small, small2, small}, allow: []bool{false, false}, delivered: 3},
+		{name: "small events pass", stream: []frame{small, small2, small}, delivered: 3},
+		{name: "ends after a large event", stream: []frame{small, large, small2}, delivered: 2},
+		{name: "a large first event ends there", stream: []frame{large, small}, delivered: 1},
+		{name: "a refused end waits for the next boundary", stream: []frame{large, small, small2, small}, allow: []bool{false, false}, delivered: 3},
 		{name: "watch-list: not during the initial events", initial: true,
-			stream: []string{large, small, bookmark(9, true), small2, small}, delivered: 4},
+			stream: []frame{large, small, bookmark(true), small2, small}, delivered: 4},
 		{name: "watch-list: not on the initial-events-end bookmark itself", initial: true,
-			stream: []string{small, large, bookmark(9, true), bookmark(10, false)}, delivered: 4},
+			stream: []frame{small, large, bookmark(true), bookmark(false)}, delivered: 4},
 		{name: "watch-list: a plain bookmark does not end the initial events", initial: true,
-			stream: []string{large, bookmark(8, false), small, bookmark(9, true), small2}, delivered: 5},
+			stream: []frame{large, bookmark(false), small, bookmark(true), small2}, delivered: 5},
 		{name: "watch-list: a tenant's annotation does not end the initial events", initial: true,
-			stream: []string{large, forged, small, small2}, delivered: 4},
+			stream: []frame{large, forged, small, small2}, delivered: 4},
 		{name: "watch-list: small initial events, then a large one", initial: true,
-			stream: []string{small, bookmark(9, true), large, small}, delivered: 3},
+			stream: []frame{small, bookmark(true), large, small}, delivered: 3},
 	} {
-		for _, oneByte := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/one-byte=%v", tc.name, oneByte), func(t *testing.T) {
-				all := strings.Join(tc.stream, "")
-				var body io.Reader = strings.NewReader(all)
-				if oneByte {
-					body = iotest.OneByteReader(body)
-				}
-				r := NewReader(io.NopCloser(body), tc.initial)
-				allow := tc.allow
-				r.mayEnd = func() bool {
-					if len(allow) == 0 {
-						return true
+		for framing, fname := range framings {
+			for _, oneByte := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/one-byte=%v", tc.name, fname, oneByte), func(t *testing.T) {
+					var all, want []byte
+					for i, f := range tc.stream {
+						b := f.encode(t, framing)
+						all = append(all, b...)
+						if i < tc.delivered {
+							want = append(want, b...)
+						}
 					}
-					a := allow[0]
-					allow = allow[1:]
-					return a
-				}
-				got, err := io.ReadAll(r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := strings.Join(tc.stream[:tc.delivered], "")
-				if string(got) != want {
-					t.Errorf("read %d bytes (%d lines), want %d bytes (%d lines)", len(got), bytes.Count(got, []byte("\n")), len(want), tc.delivered)
-				}
-				if n, err := r.Read(make([]byte, 10)); tc.delivered < len(tc.stream) && (n != 0 || err != io.EOF) {
-					t.Errorf("after the end: %d, %v; want 0, EOF", n, err)
-				}
-			})
+					var body io.Reader = bytes.NewReader(all)
+					if oneByte {
+						body = iotest.OneByteReader(body)
+					}
+					r := NewReader(io.NopCloser(body), framing, tc.initial)
+					allow := tc.allow
+					r.mayEnd = func() bool {
+						if len(allow) == 0 {
+							return true
+						}
+						a := allow[0]
+						allow = allow[1:]
+						return a
+					}
+					got, err := io.ReadAll(r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("read %d bytes, want %d bytes (%d of %d frames)", len(got), len(want), tc.delivered, len(tc.stream))
+					}
+					if n, err := r.Read(make([]byte, 10)); tc.delivered < len(tc.stream) && (n != 0 || err != io.EOF) {
+						t.Errorf("after the end: %d, %v; want 0, EOF", n, err)
+					}
+				})
+			}
 		}
 	}
 }
 
 // TestStreamWatcherEndsCleanly decodes a stream through client-go's own
-// watch decoder: the events up to the end arrive, and the watch closes
-// without an error event (which the reflector would count as a failure).
+// watch decoders, JSON and protobuf: the events up to the end arrive, and
+// the watch closes without an error event (which the reflector would count
+// as a failure).
 func TestStreamWatcherEndsCleanly(t *testing.T) {
-	stream := small + large + small2
-	body := NewReader(io.NopCloser(strings.NewReader(stream)), false)
-	s := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
-	frames := json.Framer.NewFrameReader(body)
-	dec := restclientwatch.NewDecoder(streaming.NewDecoder(frames, s), scheme.Codecs.UniversalDeserializer())
-	w := watch.NewStreamWatcher(dec, errorReporter{})
-	var got []string
-	for e := range w.ResultChan() {
-		if e.Type == watch.Error {
-			t.Fatalf("error event: %v", e.Object)
-		}
-		got = append(got, string(e.Type)+" "+e.Object.(*corev1.ConfigMap).Name)
-	}
-	if want := []string{"ADDED small", "ADDED large"}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("events %v, want %v", got, want)
+	for framing, fname := range framings {
+		t.Run(fname, func(t *testing.T) {
+			var stream []byte
+			for _, f := range []frame{small, large, small2} {
+				stream = append(stream, f.encode(t, framing)...)
+			}
+			body := NewReader(io.NopCloser(bytes.NewReader(stream)), framing, false)
+			var events *streaming.Decoder
+			if framing == Lines {
+				s := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
+				d := streaming.NewDecoder(kjson.Framer.NewFrameReader(body), s)
+				events = &d
+			} else {
+				d := streaming.NewDecoder(protobuf.LengthDelimitedFramer.NewFrameReader(body), protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme))
+				events = &d
+			}
+			dec := restclientwatch.NewDecoder(*events, scheme.Codecs.UniversalDeserializer())
+			w := watch.NewStreamWatcher(dec, errorReporter{})
+			var got []string
+			for e := range w.ResultChan() {
+				if e.Type == watch.Error {
+					t.Fatalf("error event: %v", e.Object)
+				}
+				got = append(got, string(e.Type)+" "+e.Object.(*corev1.ConfigMap).Name)
+			}
+			if want := []string{"ADDED small", "ADDED large"}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("events %v, want %v", got, want)
+			}
+		})
 	}
 }
 
@@ -134,9 +203,14 @@ func (errorReporter) AsObject(err error) runtime.Object {
 }
 
 func TestTransport(t *testing.T) {
-	stream := small + large + small2
+	var stream []byte
+	for _, f := range []frame{small, large, small2} {
+		stream = append(stream, f.encode(t, Lines)...)
+	}
+	contentType := "application/json"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, stream)
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(stream)
 	}))
 	defer srv.Close()
 	now := time.Unix(1000, 0)
@@ -156,10 +230,11 @@ func TestTransport(t *testing.T) {
 		}
 		return len(b)
 	}
-	ended := len(small) + len(large)
+	ended := len(small.encode(t, Lines)) + len(large.encode(t, Lines))
 	for _, step := range []struct {
 		name    string
 		query   string
+		ctype   string
 		advance time.Duration
 		want    int
 	}{
@@ -167,8 +242,13 @@ func TestTransport(t *testing.T) {
 		{name: "a watch ends after the large event", query: "?watch=true", want: ended},
 		{name: "within the interval the path's next watch is not ended", query: "?watch=true", advance: Interval / 2, want: len(stream)},
 		{name: "after the interval it is", query: "?watch=true", advance: Interval, want: ended},
+		{name: "a stream of unknown framing is never ended", query: "?watch=true", ctype: "application/cbor", advance: Interval, want: len(stream)},
 	} {
 		now = now.Add(step.advance)
+		contentType = "application/json"
+		if step.ctype != "" {
+			contentType = step.ctype
+		}
 		if got := read(step.query); got != step.want {
 			t.Errorf("%s: read %d bytes, want %d", step.name, got, step.want)
 		}

@@ -104,8 +104,8 @@ var jobConditions = map[batchv1.JobConditionType]bool{
 // TrimJob keeps a Job's metadata as [Job] says, of its spec only suspend
 // (K5: a Job created suspended still waits for its run Secret,
 // workload suspendedRun; no pod template above all, B1), and of its status
-// the conditions jobs.Status reads and the completion time jobs.FinishTime
-// falls back on.
+// the conditions jobs.Status reads, the completion time jobs.FinishTime
+// falls back on, and the start time status.lastRun records (SPEC O1).
 func TrimJob(j *batchv1.Job) {
 	Metadata(&j.ObjectMeta, Job)
 	j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend}
@@ -115,7 +115,7 @@ func TrimJob(j *batchv1.Job) {
 			conds = append(conds, c)
 		}
 	}
-	j.Status = batchv1.JobStatus{Conditions: conds, CompletionTime: j.Status.CompletionTime}
+	j.Status = batchv1.JobStatus{Conditions: conds, StartTime: j.Status.StartTime, CompletionTime: j.Status.CompletionTime}
 }
 
 // TrimMirror keeps a Secret of the mirror informer as [Mirror] says, and

@@ -128,7 +128,7 @@ func TestForCacheKeepsOnlyWhatIsRead(t *testing.T) {
 			require.Equal(t, batchv1.JobFailureTarget, j.Status.Conditions[0].Type)
 			require.Equal(t, "deadline", j.Status.Conditions[0].Message)
 			require.NotNil(t, j.Status.CompletionTime)
-			require.Nil(t, j.Status.StartTime)
+			require.NotNil(t, j.Status.StartTime, "status.lastRun.startTime (SPEC O1)")
 			require.Empty(t, j.Status.CompletedIndexes)
 		}},
 		{"mirror Secret", func() runtime.Object {

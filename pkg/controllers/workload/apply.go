@@ -17,6 +17,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/metrics"
+	"github.com/captf/captf/pkg/runclass"
 	"github.com/captf/captf/pkg/slots"
 )
 
@@ -293,7 +294,7 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		Namespace:             w.obj.GetNamespace(),
 		Generation:            w.obj.GetGeneration(),
 		Action:                action,
-		ModuleImage:           w.source.Image,
+		ModuleImage:           runclass.RunImage(w.kind.name, w.source.Image, w.status.Source), // O6
 		RunnerImage:           c.opts.RunnerImage,
 		MirrorName:            creds.mirror,
 		Env:                   w.jobs.Env,

@@ -24,6 +24,12 @@
 // more at once (status.observedRetry); finished Jobs are pruned to the
 // newest 3 succeeded and 3 failed per action, from the cache.
 //
+// O1, O6 (lastrun.go): once per recorded Job, the Job's own pod is read
+// uncached and its termination message (the runner's result document)
+// becomes status.lastRun, with RunFinished and PlanSummary events; a
+// successful apply's pod imageID pins status.source.imageDigest, which a
+// machine's later Jobs run by digest (decisions in pkg/runclass).
+//
 // Event handlers only map events to keys: an identity change reaches exactly
 // its users (I4), a namespace relabel the objects in it (N5), a mirror event
 // its owners (M8), a Job event its controller. A resync ticker re-enqueues

@@ -254,7 +254,9 @@ func TestSyncC1ConsentWithdrawnRevokes(t *testing.T) {
 			st := f.lastStatus()
 			requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonNotOptedIn)
 			requireCondition(t, st, v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
-			require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
+			require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed,
+				"Normal " + v1alpha1.EventRunFinished, "Normal " + v1alpha1.EventRunFinished},
+				eventReasons(f.PopEvents()), "O1: the seeded finished Job is recorded, RunFinished on the object and its Job")
 		})
 	}
 }
@@ -324,7 +326,9 @@ func TestSyncC2RefusedSource(t *testing.T) {
 					requireCondition(t, st, v1alpha1.ConditionIdentityAllowed, metav1.ConditionFalse, v1alpha1.ReasonSourceRefused)
 					requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 					require.Empty(t, f.createdJobs())
-					require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
+					require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed,
+						"Normal " + v1alpha1.EventRunFinished, "Normal " + v1alpha1.EventRunFinished},
+						eventReasons(f.PopEvents()), "O1: the seeded finished Job is recorded, RunFinished on the object and its Job")
 				})
 			})
 		}

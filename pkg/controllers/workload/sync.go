@@ -25,7 +25,9 @@ const waitRequeue = time.Minute
 //  1. take one snapshot of the status;
 //  2. the pass: syncNormal (credentialStep in credentials.go, then
 //     applyStep in apply.go) or syncDeleting (deleting.go); they set
-//     conditions and queue events on w, and write mirrors and Jobs;
+//     conditions and queue events on w, and write mirrors and Jobs; then
+//     lastRunStep (lastrun.go) records the newest recorded run's result
+//     in status.lastRun, once per Job (O1);
 //  3. summarize Ready, emit the events of what changed (emitEvents, the one
 //     event point), write the status once if it changed;
 //  4. a finished deletion releases its mirrors and the finalizer last (V3).
@@ -65,6 +67,8 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 		w, passErr = c.releaseMove(ctx, w)
 	}
 	c.settleSlot(w, passErr) // O4: a Job no longer due stops waiting
+	// O1: status.lastRun of the newest recorded run, read once per Job.
+	passErr = errors.Join(passErr, c.lastRunStep(ctx, w))
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
 	c.deleteRunSecrets(ctx, w, before)

@@ -314,4 +314,18 @@ const (
 	// EventMovedAway (Normal, workload): clusterctl move deleted the source
 	// copy; no destroy, the state was kept (K11).
 	EventMovedAway = "MovedAway"
+	// EventRunFinished (Normal for a success, else Warning; workload and
+	// its Job): a finished Job's run was recorded in status.lastRun, with
+	// its planned changes or why it failed (SPEC O1, upstream A3-73).
+	EventRunFinished = "RunFinished"
+	// EventPlanSummary (Normal, workload): the changes a recorded run
+	// planned (SPEC O1, upstream A3-73).
+	EventPlanSummary = "PlanSummary"
+	// EventDigestPinned (Normal, workload): status.source.imageDigest was
+	// recorded from a successful apply's pod (SPEC O6, upstream A3-72).
+	EventDigestPinned = "DigestPinned"
+	// EventDigestUnknown (Warning, workload): a successful apply's pod
+	// reported no pullable digest (an image loaded on the node, not
+	// pulled), so nothing was pinned (SPEC O6, upstream A3-72).
+	EventDigestUnknown = "DigestUnknown"
 )

@@ -159,6 +159,18 @@ type WorkloadStatus struct {
 	// +optional
 	LastDestroy *RunRecord `json:"lastDestroy,omitempty"`
 
+	// LastRun is the newest finished run, from the runner's result
+	// document in its pod's termination message (SPEC O1): the steps with
+	// their exit codes and durations, the planned changes, and why it
+	// failed. Recorded once per Job; kubectl describe shows it.
+	// +optional
+	LastRun *LastRun `json:"lastRun,omitempty"`
+
+	// Source is the module image digest the runs are pinned to (SPEC O6),
+	// recorded from the pod of a successful apply.
+	// +optional
+	Source *SourceStatus `json:"source,omitempty"`
+
 	// ObservedRetry is the value of the annotation captf.io/retry the
 	// manager last acted on (SPEC T7): a different value runs the apply, or
 	// the pending destroy, once more. Values longer than 128 characters are

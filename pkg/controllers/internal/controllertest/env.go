@@ -232,6 +232,8 @@ func (e *Env) Seed(t testing.TB, objs ...runtime.Object) {
 			}
 		case *corev1.ConfigMap:
 			// Read uncached only (variables sources, SPEC O9).
+		case *corev1.Pod:
+			// Read uncached only (a finished Job's pod, SPEC O1).
 		default:
 			t.Fatalf("cannot seed %T", o)
 		}
