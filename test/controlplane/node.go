@@ -368,6 +368,17 @@ authorization:
 # Locally imported images cannot be pulled again: never collect them.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# The disk is shared with builds: the default hard thresholds
+# (imagefs.available<15%%, nodefs.available<10%%) tainted the node with
+# disk-pressure at 15%% free (38 of 252 GB), leaving every new pod Pending.
+# The node runs few, small pods: evict only when the disk is nearly full.
+# All five signals are set: one left out would have no threshold.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2%%
+  imagefs.available: 2%%
+  nodefs.inodesFree: 2%%
+  imagefs.inodesFree: 2%%
 serializeImagePulls: false
 staticPodPath: ""
 `, kubeletPort, kubeletHealthz, nodeCgroup, ContainerdAddress, filepath.Join(nodeLibDir, "pod-logs"))
