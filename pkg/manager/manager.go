@@ -44,6 +44,7 @@ import (
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
 	"github.com/captf/captf/pkg/metrics"
 	"github.com/captf/captf/pkg/version"
+	"github.com/captf/captf/pkg/watchbound"
 )
 
 // Controller is one control loop. Run blocks until ctx is done and its
@@ -358,6 +359,9 @@ func restConfig(o *Options) (*rest.Config, error) {
 	cfg = rest.CopyConfig(cfg)
 	metrics.Register()
 	cfg.Wrap(metrics.CountRequests)
+	// A watch that carried a tenant's large object is ended soon after, so
+	// client-go's decoding buffers do not stay that size (B12).
+	cfg.Wrap(watchbound.Wrap)
 	cfg.QPS = float32(o.QPS)
 	cfg.Burst = o.Burst
 	cfg.UserAgent = version.UserAgent()

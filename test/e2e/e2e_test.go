@@ -16,7 +16,10 @@
 // "restricted" (T6). The webhook refuses alice through the in-cluster path
 // (A2).
 //
-// It runs with make e2e (CAPTF_E2E=1, root); otherwise it skips.
+// TestCAPIClusterAndMachine (capi_test.go) runs Cluster API's core manager
+// beside the manager on a node of its own (SPEC K12).
+//
+// They run with make e2e (CAPTF_E2E=1, root); otherwise they skip.
 package e2e
 
 import (
@@ -39,6 +42,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -70,47 +74,24 @@ type env struct {
 	captf  versioned.Interface
 	leader string
 	cloud  cloud
+	// dyn reads Cluster API's objects; capi is its core manager (nil
+	// unless the test runs it).
+	dyn  dynamic.Interface
+	capi *controlplane.CAPIManager
+	// forbidden are values, beside the credentials, that no log, event or
+	// Job may hold (X1: bootstrap data, SPEC K5).
+	forbidden []string
 }
 
 func TestEndToEnd(t *testing.T) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("CAPTF_E2E") == "" {
-		t.Skip("the end-to-end test runs with make e2e (CAPTF_E2E=1, root)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	// make e2e installs and builds the node's prerequisites first: a
-	// missing one is a failure, not a skip.
-	cp := controlplane.StartNodeForTest(ctx, t, filepath.Join(root, "bin"), false)
-
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-e2e-images.sh"), controlplane.ContainerdAddress).CombinedOutput()
-	if err != nil {
-		t.Fatalf("hack/build-e2e-images.sh: %v\n%s", err, out)
-	}
-	t.Logf("images built and imported in %s:\n%s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
-
-	e := &env{root: root, cp: cp.ControlPlane}
-	e.cloud = cloud{e: e}
-	if e.kube, err = kubernetes.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
-		t.Fatal(err)
-	}
-	if e.captf, err = versioned.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
-		t.Fatal(err)
-	}
+	e, cp := start(ctx, t, false)
 	defer func() {
 		if t.Failed() && !cp.Stopped() {
 			e.dumpState(t)
 		}
 	}()
-
-	start = time.Now()
-	e.deployManager(ctx, t)
-	e.deployFakeCloud(ctx, t)
-	t.Logf("manager and fake cloud deployed in %s", time.Since(start).Round(time.Millisecond))
 
 	steps := []struct {
 		name string
@@ -131,6 +112,68 @@ func TestEndToEnd(t *testing.T) {
 
 	if t.Failed() {
 		e.dumpState(t)
+	}
+	e.stop(cp)
+}
+
+// start brings up what each end-to-end test runs on: a control plane
+// with a node, the images built and imported, with capi Cluster API's CRDs
+// and core manager (as a local process, SPEC K12), then captf's manager
+// deployed from manifests/ and the fake cloud. Cluster API comes first:
+// captf's manager discovers it once, at start (docs/design.md, "The
+// Cluster API contract"). It skips unless CAPTF_E2E is set.
+func start(ctx context.Context, t *testing.T, capi bool) (*env, *controlplane.NodeForTest) {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("CAPTF_E2E") == "" {
+		t.Skip("the end-to-end test runs with make e2e (CAPTF_E2E=1, root)")
+	}
+	// make e2e installs and builds the node's prerequisites first: a
+	// missing one is a failure, not a skip.
+	cp := controlplane.StartNodeForTest(ctx, t, filepath.Join(root, "bin"), false)
+
+	begin := time.Now()
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-e2e-images.sh"), controlplane.ContainerdAddress).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/build-e2e-images.sh: %v\n%s", err, out)
+	}
+	t.Logf("images built and imported in %s:\n%s", time.Since(begin).Round(time.Millisecond), strings.TrimSpace(string(out)))
+
+	e := &env{root: root, cp: cp.ControlPlane}
+	e.cloud = cloud{e: e}
+	if e.kube, err = kubernetes.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
+		t.Fatal(err)
+	}
+	if e.captf, err = versioned.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
+		t.Fatal(err)
+	}
+	if e.dyn, err = dynamic.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
+		t.Fatal(err)
+	}
+	if capi {
+		begin = time.Now()
+		if e.capi, err = cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: filepath.Join(root, "bin")}); err != nil {
+			t.Fatalf("starting Cluster API's core manager: %v", err)
+		}
+		t.Cleanup(e.capi.Stop)
+		t.Logf("Cluster API's CRDs applied and its core manager ready in %s (log %s)", time.Since(begin).Round(time.Millisecond), e.capi.LogPath)
+	}
+
+	begin = time.Now()
+	e.deployManager(ctx, t)
+	e.deployFakeCloud(ctx, t)
+	t.Logf("manager and fake cloud deployed in %s", time.Since(begin).Round(time.Millisecond))
+	return e, cp
+}
+
+// stop stops Cluster API's manager, if any, then the control plane and
+// the node, and checks the node left nothing behind.
+func (e *env) stop(cp *controlplane.NodeForTest) {
+	if e.capi != nil {
+		e.capi.Stop()
 	}
 	cp.StopAndCheck()
 }
@@ -251,29 +294,20 @@ func (e *env) scanPodLogs(ctx context.Context, t *testing.T, ns string) int {
 	return n
 }
 
-// scan fails the test when b holds a credential value (X1).
+// scan fails the test when b holds a credential value or one of
+// e.forbidden (X1).
 func (e *env) scan(t *testing.T, what string, b []byte) {
 	t.Helper()
-	for _, v := range []string{tokenA, tokenB} {
+	for _, v := range append([]string{tokenA, tokenB}, e.forbidden...) {
 		if strings.Contains(string(b), v) {
-			t.Errorf("X1: %s contains a credential value", what)
+			t.Errorf("X1: %s contains a credential value or bootstrap data", what)
 		}
 	}
 }
 
 // lifecycle: see the package comment.
 func (e *env) lifecycle(ctx context.Context, t *testing.T) {
-	// The tenant enforces Pod Security "restricted": every Job must pass (T6).
-	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: tenant,
-		Labels: map[string]string{
-			"pod-security.kubernetes.io/enforce":         "restricted",
-			"pod-security.kubernetes.io/enforce-version": "latest",
-		},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.createTenant(ctx, t)
 	e.setToken(ctx, t, tokenA)
 	// The fake cloud expects tokenA once the kubelet refreshed its volume;
 	// its generation counts the values it expected before (the manifest's).
@@ -288,18 +322,7 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	})
 	genB := genA + 1
 
-	// The identity (the admin may read the Secret: the webhook admits it).
-	_, err = e.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(ctx, &v1alpha1.TerraformClusterIdentity{
-		ObjectMeta: metav1.ObjectMeta{Name: identity},
-		Spec: v1alpha1.TerraformClusterIdentitySpec{
-			SecretRef:         v1alpha1.SecretReference{Name: cloudSecret, Namespace: cloudNamespace},
-			AllowedNamespaces: &v1alpha1.AllowedNamespaces{List: []string{tenant}},
-			RequiredKeys:      []string{tokenKey},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating the identity: %v", err)
-	}
+	e.createIdentity(ctx, t)
 
 	// The cluster: its first apply waits in the Job for a rotation (the
 	// module's rotation probe), so R3 is seen from inside a running Job.
@@ -312,7 +335,8 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 			Variables:   variables(t, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "rotation_wait_seconds": 300}),
 		},
 	}
-	if cluster, err = e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(ctx, cluster, metav1.CreateOptions{}); err != nil {
+	cluster, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(ctx, cluster, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("creating the cluster: %v", err)
 	}
 	resourceID := moduleID(tenant, clusterName)
@@ -480,6 +504,39 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	})
 }
 
+// createTenant creates the tenant namespace. It enforces Pod Security
+// "restricted": every Job must pass (T6).
+func (e *env) createTenant(ctx context.Context, t *testing.T) {
+	t.Helper()
+	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: tenant,
+		Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce":         "restricted",
+			"pod-security.kubernetes.io/enforce-version": "latest",
+		},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createIdentity creates the identity of the fake cloud's Secret allowing
+// the tenant (the admin may read the Secret: the webhook admits it).
+func (e *env) createIdentity(ctx context.Context, t *testing.T) {
+	t.Helper()
+	_, err := e.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Create(ctx, &v1alpha1.TerraformClusterIdentity{
+		ObjectMeta: metav1.ObjectMeta{Name: identity},
+		Spec: v1alpha1.TerraformClusterIdentitySpec{
+			SecretRef:         v1alpha1.SecretReference{Name: cloudSecret, Namespace: cloudNamespace},
+			AllowedNamespaces: &v1alpha1.AllowedNamespaces{List: []string{tenant}},
+			RequiredKeys:      []string{tokenKey},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the identity: %v", err)
+	}
+}
+
 // upstreamLayout runs a cluster from the module image laid out as
 // upstream's (SPEC O10): Ready after its apply, its resource in the fake
 // cloud, and gone with the resource after its deletion.
@@ -569,7 +626,7 @@ func (e *env) mirror(ctx context.Context, t *testing.T) *corev1.Secret {
 	return m
 }
 
-// jobsOf lists the cluster's Jobs of action, oldest first.
+// jobsOf lists owner's Jobs of action ("": any), oldest first.
 func (e *env) jobsOf(ctx context.Context, t *testing.T, owner types.UID, action v1alpha1.JobAction) []batchv1.Job {
 	t.Helper()
 	list, err := e.kube.BatchV1().Jobs(tenant).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelManaged + "=" + v1alpha1.LabelTrue})
@@ -578,7 +635,7 @@ func (e *env) jobsOf(ctx context.Context, t *testing.T, owner types.UID, action 
 	}
 	var out []batchv1.Job
 	for _, j := range list.Items {
-		if metav1.IsControlledBy(&j, &metav1.ObjectMeta{UID: owner}) && j.Annotations[v1alpha1.AnnotationJobAction] == string(action) {
+		if metav1.IsControlledBy(&j, &metav1.ObjectMeta{UID: owner}) && (action == "" || j.Annotations[v1alpha1.AnnotationJobAction] == string(action)) {
 			out = append(out, j)
 		}
 	}
@@ -746,6 +803,10 @@ func (e *env) waitFor(ctx context.Context, t *testing.T, timeout time.Duration, 
 func (e *env) dumpState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if e.capi != nil {
+		t.Logf("Cluster API objects in %s:\n%s", tenant, e.capiSummary(ctx))
+		t.Logf("Cluster API's manager, the end of its log:\n%s", e.capi.LogTail(16<<10))
+	}
 	for _, ns := range []string{systemNamespace, cloudNamespace, tenant} {
 		t.Logf("pods in %s: %s", ns, e.podSummary(ctx, ns))
 		pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})

@@ -20,11 +20,20 @@
 //	POST   /resources            {"name": "n"}            -> 201 {"id": "r-1", ...}
 //	PUT    /resources/{id}       {"name": "n"}            -> 201 created, 200 already there
 //	GET    /resources/{id}                                -> 200 or 404
+//	GET    /resources/{id}/bootstrap-data                 -> 200 {"bootstrapData": "...", "bootstrapFormat": "..."}
 //	DELETE /resources/{id}                                -> 204 or 404
 //	GET    /resources                                     -> 200 {"resources": [...]}
 //	GET    /whoami                                        -> 200 {"credential": "current", "generation": 2}
 //	GET    /seen                 (no credential needed)   -> 200 {"requests": [...]}
 //	GET    /healthz              (no credential needed)   -> 200 ok
+//
+// A create (POST or PUT) may carry "bootstrapData" and "bootstrapFormat", as
+// a machine a real cloud creates takes its user data (SPEC K5): the server
+// keeps them with the resource, and answers with the data's size and
+// SHA-256 only. Only GET /resources/{id}/bootstrap-data returns the data
+// itself, for a test to check it arrived intact; the module's client never
+// asks for it, so bootstrap data never reaches a Job's log through an
+// answer (X1).
 //
 // A client authenticates with "Authorization: Bearer <credential>" and says
 // where it took the credential from with "X-Credential-Source" (for example
@@ -34,6 +43,7 @@ package fakecloud
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,7 +110,24 @@ type Resource struct {
 	Created time.Time `json:"created"`
 	// CreatedWithGeneration is the credential generation of the create request.
 	CreatedWithGeneration int `json:"createdWithGeneration"`
+	// BootstrapDataBytes and BootstrapDataSHA256 describe the bootstrap
+	// data the create carried (0 and "" without); the data itself is
+	// returned by GET /resources/{id}/bootstrap-data only.
+	BootstrapDataBytes  int    `json:"bootstrapDataBytes,omitempty"`
+	BootstrapDataSHA256 string `json:"bootstrapDataSHA256,omitempty"`
+	// BootstrapFormat is the format the create named with its data.
+	BootstrapFormat string `json:"bootstrapFormat,omitempty"`
 }
+
+// BootstrapData is the answer of GET /resources/{id}/bootstrap-data.
+type BootstrapData struct {
+	BootstrapData   string `json:"bootstrapData"`
+	BootstrapFormat string `json:"bootstrapFormat,omitempty"`
+}
+
+// maxBootstrapData bounds the bootstrap data of one resource (a cloud's
+// user data limit is of this order).
+const maxBootstrapData = 64 << 10
 
 // Request is what the server recorded about one request.
 type Request struct {
@@ -136,6 +163,8 @@ type Server struct {
 	// first; the last is the current one.
 	history   [][sha256.Size]byte
 	resources map[string]Resource
+	// bootstrap holds each resource's bootstrap data, by id.
+	bootstrap map[string]string
 	nextID    int
 	seen      []Request
 	seq       int
@@ -143,7 +172,7 @@ type Server struct {
 
 // NewServer returns a fake cloud expecting the credential from source.
 func NewServer(source CredentialSource) *Server {
-	return &Server{credential: source, now: time.Now, resources: map[string]Resource{}}
+	return &Server{credential: source, now: time.Now, resources: map[string]Resource{}, bootstrap: map[string]string{}}
 }
 
 // ServeHTTP implements http.Handler.
@@ -169,7 +198,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve answers an API request and fills rec; it returns the status written.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int {
-	id, isItem, ok := route(r.URL.Path)
+	id, isItem, dataPath, ok := route(r.URL.Path)
 	if !ok {
 		return httpError(w, http.StatusNotFound, "no such path")
 	}
@@ -200,6 +229,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case dataPath:
+		if r.Method != http.MethodGet {
+			return httpError(w, http.StatusMethodNotAllowed, "use GET")
+		}
+		res, exists := s.resources[id]
+		if !exists {
+			return httpError(w, http.StatusNotFound, "no such resource")
+		}
+		return writeJSON(w, http.StatusOK, BootstrapData{BootstrapData: s.bootstrap[id], BootstrapFormat: res.BootstrapFormat})
 	case !isItem && r.Method == http.MethodGet:
 		list := make([]Resource, 0, len(s.resources))
 		for _, res := range s.resources {
@@ -208,7 +246,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 		sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
 		return writeJSON(w, http.StatusOK, map[string]any{"resources": list})
 	case !isItem && r.Method == http.MethodPost:
-		name, err := decodeName(r)
+		body, err := decodeCreate(r)
 		if err != nil {
 			return httpError(w, http.StatusBadRequest, err.Error())
 		}
@@ -220,23 +258,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 			}
 		}
 		rec.ID = id
-		res := Resource{ID: id, Name: name, Created: s.now(), CreatedWithGeneration: generation}
-		s.resources[id] = res
-		return writeJSON(w, http.StatusCreated, res)
+		return writeJSON(w, http.StatusCreated, s.create(id, body, generation))
 	case isItem && r.Method == http.MethodPut:
-		name, err := decodeName(r)
+		body, err := decodeCreate(r)
 		if err != nil {
 			return httpError(w, http.StatusBadRequest, err.Error())
 		}
 		if res, exists := s.resources[id]; exists {
-			if res.Name != name {
+			// The first create's bootstrap data stays, as a machine keeps
+			// the user data it booted with.
+			if res.Name != body.Name {
 				return httpError(w, http.StatusConflict, "resource exists with another name")
 			}
 			return writeJSON(w, http.StatusOK, res)
 		}
-		res := Resource{ID: id, Name: name, Created: s.now(), CreatedWithGeneration: generation}
-		s.resources[id] = res
-		return writeJSON(w, http.StatusCreated, res)
+		return writeJSON(w, http.StatusCreated, s.create(id, body, generation))
 	case isItem && r.Method == http.MethodGet:
 		res, exists := s.resources[id]
 		if !exists {
@@ -248,6 +284,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 			return httpError(w, http.StatusNotFound, "no such resource")
 		}
 		delete(s.resources, id)
+		delete(s.bootstrap, id)
 		w.WriteHeader(http.StatusNoContent)
 		return http.StatusNoContent
 	default:
@@ -255,17 +292,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 	}
 }
 
+// create stores a new resource; s.mu is held.
+func (s *Server) create(id string, body createBody, generation int) Resource {
+	res := Resource{ID: id, Name: body.Name, Created: s.now(), CreatedWithGeneration: generation}
+	if body.BootstrapData != "" {
+		sum := sha256.Sum256([]byte(body.BootstrapData))
+		res.BootstrapDataBytes = len(body.BootstrapData)
+		res.BootstrapDataSHA256 = hex.EncodeToString(sum[:])
+		res.BootstrapFormat = body.BootstrapFormat
+		s.bootstrap[id] = body.BootstrapData
+	}
+	s.resources[id] = res
+	return res
+}
+
 // route splits an API path: "/resources" (id "", isItem false),
-// "/resources/{id}" (isItem true) or "/whoami".
-func route(path string) (id string, isItem, ok bool) {
+// "/resources/{id}" (isItem true), "/resources/{id}/bootstrap-data"
+// (dataPath true) or "/whoami".
+func route(path string) (id string, isItem, dataPath, ok bool) {
 	switch {
 	case path == "/resources" || path == "/whoami":
-		return "", false, true
+		return "", false, false, true
 	case strings.HasPrefix(path, "/resources/"):
 		id = strings.TrimPrefix(path, "/resources/")
-		return id, true, !strings.Contains(id, "/")
+		if rest, found := strings.CutSuffix(id, "/bootstrap-data"); found {
+			return rest, false, true, !strings.Contains(rest, "/")
+		}
+		return id, true, false, !strings.Contains(id, "/")
 	}
-	return "", false, false
+	return "", false, false, false
 }
 
 // authenticate classifies the request's credential against the current one
@@ -337,6 +392,18 @@ func (s *Server) Resources() []Resource {
 	return list
 }
 
+// BootstrapDataOf returns the bootstrap data resource id was created with
+// (false when there is no such resource).
+func (s *Server) BootstrapDataOf(id string) (BootstrapData, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res, ok := s.resources[id]
+	if !ok {
+		return BootstrapData{}, false
+	}
+	return BootstrapData{BootstrapData: s.bootstrap[id], BootstrapFormat: res.BootstrapFormat}, true
+}
+
 func recordedSource(v string) string {
 	if v == "" || sourcePattern.MatchString(v) {
 		return v
@@ -344,18 +411,29 @@ func recordedSource(v string) string {
 	return "invalid"
 }
 
-func decodeName(r *http.Request) (string, error) {
-	var body struct {
-		Name string `json:"name"`
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+// createBody is what a create carries.
+type createBody struct {
+	Name            string `json:"name"`
+	BootstrapData   string `json:"bootstrapData"`
+	BootstrapFormat string `json:"bootstrapFormat"`
+}
+
+func decodeCreate(r *http.Request) (createBody, error) {
+	var body createBody
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 2*maxBootstrapData))
 	if err := dec.Decode(&body); err != nil {
-		return "", errors.New("body must be JSON {\"name\": \"...\"}")
+		return createBody{}, errors.New("body must be JSON {\"name\": \"...\"} with optional bootstrapData and bootstrapFormat")
 	}
 	if body.Name == "" || len(body.Name) > 253 {
-		return "", errors.New("name must be 1 to 253 characters")
+		return createBody{}, errors.New("name must be 1 to 253 characters")
 	}
-	return body.Name, nil
+	if len(body.BootstrapData) > maxBootstrapData {
+		return createBody{}, fmt.Errorf("bootstrapData must be at most %d bytes", maxBootstrapData)
+	}
+	if len(body.BootstrapFormat) > 64 {
+		return createBody{}, errors.New("bootstrapFormat must be at most 64 characters")
+	}
+	return body, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) int {

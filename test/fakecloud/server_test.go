@@ -205,3 +205,57 @@ func TestSeenIsBounded(t *testing.T) {
 	assert.Equal(t, 6, got[0].Seq, "the oldest go first")
 	assert.Equal(t, maxSeen+5, got[len(got)-1].Seq)
 }
+
+// A create may carry bootstrap data (SPEC K5): the server keeps it with the
+// resource and answers every request but GET .../bootstrap-data with its
+// size and digest only, so a client that prints answers never prints it
+// (X1); a second PUT does not replace it; the delete removes it.
+func TestBootstrapData(t *testing.T) {
+	srv := httptest.NewServer(NewServer(StaticCredential(tokenA)))
+	defer srv.Close()
+	const data = "I2Nsb3VkLWNvbmZpZwpib290c3RyYXAtc2VjcmV0LTdmMmE="
+
+	code, body := call(t, srv, http.MethodPut, "/resources/m-1", tokenA, "env", `{"name":"m1","bootstrapData":"`+data+`","bootstrapFormat":"cloud-config"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	var res Resource
+	require.NoError(t, json.Unmarshal([]byte(body), &res))
+	assert.Equal(t, len(data), res.BootstrapDataBytes)
+	assert.Len(t, res.BootstrapDataSHA256, 64)
+	assert.Equal(t, "cloud-config", res.BootstrapFormat)
+
+	code, body = call(t, srv, http.MethodPut, "/resources/m-1", tokenA, "env", `{"name":"m1","bootstrapData":"b3RoZXI="}`)
+	assert.Equal(t, http.StatusOK, code, body)
+	var answers []string
+	answers = append(answers, body)
+	_, body = call(t, srv, http.MethodGet, "/resources/m-1", tokenA, "file", "")
+	answers = append(answers, body)
+	_, body = call(t, srv, http.MethodGet, "/resources", tokenA, "file", "")
+	answers = append(answers, body)
+	_, body = seen(t, srv)
+	answers = append(answers, body)
+	for _, a := range answers {
+		assert.NotContains(t, a, data)
+	}
+
+	code, body = call(t, srv, http.MethodGet, "/resources/m-1/bootstrap-data", tokenA, "test", "")
+	require.Equal(t, http.StatusOK, code, body)
+	var got BootstrapData
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	assert.Equal(t, BootstrapData{BootstrapData: data, BootstrapFormat: "cloud-config"}, got, "the first create's data stays")
+
+	code, _ = call(t, srv, http.MethodGet, "/resources/m-1/bootstrap-data", tokenB, "test", "")
+	assert.Equal(t, http.StatusUnauthorized, code, "the data needs the credential")
+	code, _ = call(t, srv, http.MethodPut, "/resources/m-1/bootstrap-data", tokenA, "test", `{"name":"x"}`)
+	assert.Equal(t, http.StatusMethodNotAllowed, code)
+	code, _ = call(t, srv, http.MethodPut, "/resources/m-2", tokenA, "env", `{"name":"m2","bootstrapData":"`+strings.Repeat("a", maxBootstrapData+1)+`"}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	code, _ = call(t, srv, http.MethodDelete, "/resources/m-1", tokenA, "file", "")
+	require.Equal(t, http.StatusNoContent, code)
+	code, _ = call(t, srv, http.MethodGet, "/resources/m-1/bootstrap-data", tokenA, "test", "")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = call(t, srv, http.MethodPut, "/resources/m-1", tokenA, "env", `{"name":"m1"}`)
+	require.Equal(t, http.StatusCreated, code)
+	_, body = call(t, srv, http.MethodGet, "/resources/m-1/bootstrap-data", tokenA, "test", "")
+	assert.JSONEq(t, `{"bootstrapData":""}`, body, "a re-created resource starts without data")
+}

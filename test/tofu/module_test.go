@@ -107,7 +107,10 @@ func TestModuleWrongCredentialFailsApply(t *testing.T) {
 	out, code := w.run(t, "apply", "-auto-approve", "-input=false")
 	t.Logf("tofu apply with a wrong credential (exit %d):\n%s", code, out)
 	assert.NotEqual(t, 0, code)
-	assert.Contains(t, out, "401 Unauthorized")
+	// The create's output is suppressed (its configuration holds the
+	// sensitive bootstrap_data); its error carries it, wrapped in a box.
+	assert.Contains(t, out, `PUT /resources/`+id+`: 401`)
+	assert.Contains(t, out, `{"error":"credential is unknown"}`)
 	assert.NotContains(t, out, tokenB)
 	assert.Empty(t, c.resources(t, tokenA))
 	seen := c.seen(t)

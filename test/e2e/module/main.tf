@@ -14,6 +14,12 @@
 # check right after it and the delete on destroy from the mounted file
 # /var/run/captf/credentials/FAKECLOUD_TOKEN. The fake cloud's /seen records
 # which source each call used.
+#
+# As a TerraformMachine's module (SPEC K5, K6) it reads the contract inputs
+# machine_name (the resource's name when `name` is not set), bootstrap_data
+# and bootstrap_format, and sends the bootstrap data with the create, as a
+# cloud's instance takes its user data; it outputs provider_id and
+# addresses (K7). A cluster ignores those outputs, a machine the endpoint.
 
 terraform {
   required_version = ">= 1.6.0"
@@ -21,7 +27,29 @@ terraform {
 
 variable "name" {
   type        = string
-  description = "Name of the fake-cloud resource."
+  default     = ""
+  description = "Name of the fake-cloud resource; machine_name when empty."
+}
+
+# Contract inputs (SPEC K6): the runner sets them for a TerraformMachine
+# that Cluster API owns.
+variable "machine_name" {
+  type        = string
+  default     = ""
+  description = "The Machine's name (contract input)."
+}
+
+variable "bootstrap_data" {
+  type        = string
+  default     = ""
+  sensitive   = true
+  description = "The Machine's bootstrap data, base64 (contract input, SPEC K5): sent with the create."
+}
+
+variable "bootstrap_format" {
+  type        = string
+  default     = ""
+  description = "The bootstrap data's format (contract input)."
 }
 
 variable "fakecloud_endpoint" {
@@ -63,7 +91,8 @@ locals {
   # Deterministic, so the id is known before the resource exists and lands in
   # the state through terraform_data's input/output: no provider needed to
   # read anything back.
-  id = "r-${substr(sha256("${var.namespace}/${var.name}"), 0, 16)}"
+  name = var.name != "" ? var.name : var.machine_name
+  id   = "r-${substr(sha256("${var.namespace}/${local.name}"), 0, 16)}"
 }
 
 resource "terraform_data" "resource" {
@@ -73,17 +102,23 @@ resource "terraform_data" "resource" {
 
   input = {
     id              = local.id
-    name            = var.name
+    name            = local.name
     endpoint        = var.fakecloud_endpoint
     client          = var.client
     credential_file = var.credential_file
   }
 
   # local-exec runs interpreter + [command]: the last flag's value is the command.
+  # The bootstrap data goes through the environment, never the arguments
+  # (local-exec prints those); it is not in the state's input either, so
+  # a new join token does not replace the resource (SPEC K5: a machine
+  # keeps what it was provisioned with).
   provisioner "local-exec" {
     interpreter = [self.input.client, "create", "--id", self.input.id, "--name", self.input.name,
-    "--endpoint", self.input.endpoint, "--credential-source"]
-    command = "env"
+      "--endpoint", self.input.endpoint, "--bootstrap-data-env", "FAKECLOUD_BOOTSTRAP_DATA",
+    "--bootstrap-format", var.bootstrap_format, "--credential-source"]
+    command     = "env"
+    environment = { FAKECLOUD_BOOTSTRAP_DATA = var.bootstrap_data }
   }
 
   provisioner "local-exec" {
@@ -147,6 +182,16 @@ output "control_plane_endpoint" {
     host = "${terraform_data.resource.output.id}.fakecloud.test"
     port = 6443
   }
+}
+
+output "provider_id" {
+  description = "What a TerraformMachine takes as spec.providerID (SPEC T5, K7)."
+  value       = "fakecloud:///${terraform_data.resource.output.id}"
+}
+
+output "addresses" {
+  description = "A TerraformMachine's status.addresses (SPEC K7)."
+  value       = [{ type = "InternalDNS", address = "${terraform_data.resource.output.id}.fakecloud.test" }]
 }
 
 output "admin_token" {

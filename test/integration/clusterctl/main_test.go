@@ -16,6 +16,14 @@
 //     with Cluster API's core manager running its topology controller, gives
 //     the cluster a TerraformCluster whose identityRef and images its
 //     patches set from the topology variables (K9).
+//   - TestClusterctlMove: `clusterctl move` between two fresh management
+//     clusters, each installed by `clusterctl init` and running Cluster
+//     API's core manager and captf's (K11, K12): a provisioned cluster and
+//     machine move with their state, block-move holds the move while an
+//     apply Job runs, nothing is destroyed in the source or applied again
+//     in the target (the copies adopt their state), the mirror is refused
+//     by B3 to a mover outside system:masters, and a spec change in the
+//     target applies once.
 package clusterctl
 
 import (

@@ -106,6 +106,19 @@ func (w *jobWatch) check(t *testing.T) {
 	}
 }
 
+// capsOptions run a manager with --max-active-jobs=5.
+var capsOptions = framework.ManagerOptions{User: controlplane.Manager, Args: []string{
+	fmt.Sprintf("--max-active-jobs=%d", maxActive), "--workers=4",
+}}
+
+// ownManager returns a fixture with a manager of its own, stopped when the
+// test ends: the package's tests must not see two managers act at once,
+// and TestO4RestartStartsNoExtraJob restarts its manager.
+func ownManager(t *testing.T) *framework.Fixture {
+	e := framework.Get(t)
+	return &framework.Fixture{T: t, Env: e, Ctx: framework.Context(t), Manager: e.StartManager(t, capsOptions), Settle: 90 * time.Second}
+}
+
 func condition(c *v1alpha1.TerraformCluster) *metav1.Condition {
 	return meta.FindStatusCondition(c.Status.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
 }
@@ -119,10 +132,7 @@ func condition(c *v1alpha1.TerraformCluster) *metav1.Condition {
 // longer; in the end all 50 have applied.
 func TestO4MaxActiveJobs(t *testing.T) {
 	began := time.Now()
-	f := framework.NewFixture(t, framework.ManagerOptions{User: controlplane.Manager, Args: []string{
-		fmt.Sprintf("--max-active-jobs=%d", maxActive), "--workers=4",
-	}})
-	f.Settle = 90 * time.Second
+	f := ownManager(t)
 	ns := f.Env.CreateNamespace(t, "caps", nil)
 	id := f.Identity(f.Source(framework.DefaultData("o4-secret")), framework.List(ns))
 

@@ -4,6 +4,8 @@
 //
 //	fakecloud-client create --id ID --name NAME [flags]   PUT /resources/ID, prints the resource as JSON
 //	fakecloud-client create --name NAME [flags]           POST /resources, prints the resource (with its new id)
+//	    [--bootstrap-data-env NAME] [--bootstrap-format F] the create carries the bootstrap data held by
+//	                                                     the environment variable NAME, if set (SPEC K5)
 //	fakecloud-client get --id ID [flags]                  GET /resources/ID
 //	fakecloud-client delete --id ID [--missing-ok] [flags]
 //	fakecloud-client whoami [flags]                       which credential generation the server sees
@@ -64,9 +66,12 @@ type options struct {
 	id        string
 	name      string
 	missingOK bool
-	wait      time.Duration
-	interval  time.Duration
-	timeout   time.Duration
+	// bootstrapEnv names the variable holding the create's bootstrap data.
+	bootstrapEnv    string
+	bootstrapFormat string
+	wait            time.Duration
+	interval        time.Duration
+	timeout         time.Duration
 }
 
 // client is one configured fake cloud client.
@@ -92,6 +97,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.StringVar(&o.file, "credential-file", DefaultCredentialFile, "file holding the credential")
 	fs.StringVar(&o.id, "id", "", "resource id")
 	fs.StringVar(&o.name, "name", "", "resource name (create)")
+	fs.StringVar(&o.bootstrapEnv, "bootstrap-data-env", "", "create: environment variable holding bootstrap data to send (none when unset or empty)")
+	fs.StringVar(&o.bootstrapFormat, "bootstrap-format", "", "create: the bootstrap data's format, sent with it")
 	fs.BoolVar(&o.missingOK, "missing-ok", false, "delete: a resource that does not exist is not an error")
 	fs.DurationVar(&o.wait, "wait", 5*time.Minute, "wait-rotation: how long to wait for the rotation")
 	fs.DurationVar(&o.interval, "interval", time.Second, "wait-rotation: how often to look")
@@ -146,7 +153,14 @@ func (c *client) create(ctx context.Context, stdout io.Writer) error {
 	if c.opts.name == "" {
 		return errors.New("--name is required")
 	}
-	body, _ := json.Marshal(map[string]string{"name": c.opts.name})
+	req := map[string]string{"name": c.opts.name}
+	if c.opts.bootstrapEnv != "" {
+		if data := c.getenv(c.opts.bootstrapEnv); data != "" {
+			req["bootstrapData"] = data
+			req["bootstrapFormat"] = c.opts.bootstrapFormat
+		}
+	}
+	body, _ := json.Marshal(req)
 	method, path := http.MethodPost, "/resources"
 	if c.opts.id != "" {
 		method, path = http.MethodPut, "/resources/"+url.PathEscape(c.opts.id)

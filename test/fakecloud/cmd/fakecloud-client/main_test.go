@@ -88,6 +88,30 @@ func TestCreateGetDeleteThroughBothPaths(t *testing.T) {
 	assert.Equal(t, []string{"r-1"}, ids(h.server.Resources()))
 }
 
+// create sends the bootstrap data from the variable --bootstrap-data-env
+// names, never from its arguments, and prints neither it nor the answer's
+// copy of it (the fake cloud answers with its size and digest; X1).
+func TestCreateWithBootstrapData(t *testing.T) {
+	h := newHarness(t, tokenA)
+	const data = "I2Nsb3VkLWNvbmZpZwpqb2luLXRva2VuLTkxYzM="
+	h.env["BOOTSTRAP"] = data
+
+	code, out, errOut := h.run("create", "--id", "m-1", "--name", "m1", "--bootstrap-data-env", "BOOTSTRAP", "--bootstrap-format", "cloud-config")
+	require.Equal(t, 0, code, errOut)
+	assert.NotContains(t, out+errOut, data)
+	assert.Contains(t, out, `"bootstrapDataBytes":40`)
+	got, ok := h.server.BootstrapDataOf("m-1")
+	require.True(t, ok)
+	assert.Equal(t, fakecloud.BootstrapData{BootstrapData: data, BootstrapFormat: "cloud-config"}, got)
+
+	// An unset or empty variable sends no data.
+	code, _, errOut = h.run("create", "--id", "m-2", "--name", "m2", "--bootstrap-data-env", "UNSET", "--bootstrap-format", "cloud-config")
+	require.Equal(t, 0, code, errOut)
+	got, ok = h.server.BootstrapDataOf("m-2")
+	require.True(t, ok)
+	assert.Equal(t, fakecloud.BootstrapData{}, got)
+}
+
 func TestWrongCredentialFails(t *testing.T) {
 	h := newHarness(t, tokenA)
 	h.env["FAKECLOUD_TOKEN"] = tokenB
