@@ -107,6 +107,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		RequireSourceConsent: d.Options.RequireSourceConsent,
 		MaxActiveJobs:        d.Options.MaxActiveJobs,
 		ClusterMaxActiveJobs: d.Options.ClusterMaxActiveJobs,
+		StateBackups:         d.Options.StateBackups,
 	})
 	if err != nil {
 		return nil, err

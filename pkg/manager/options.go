@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/captf/captf/pkg/admission"
+	"github.com/captf/captf/pkg/statebackup"
 )
 
 // Options are the flags of `captf manager` (SPEC section 12).
@@ -90,6 +91,9 @@ type Options struct {
 	// machines and pools, where its spec.maxActiveJobs is unset; 0 is no
 	// cap (SPEC O4, A3-95).
 	ClusterMaxActiveJobs int
+	// StateBackups is how many backups of each object's Terraform state
+	// are kept, one per serial; 0 takes none (SPEC O5, A3-43).
+	StateBackups int
 }
 
 // NewOptions returns the defaults of SPEC section 12.
@@ -118,6 +122,7 @@ func NewOptions() *Options {
 		ShutdownTimeout:        30 * time.Second,
 		MaxActiveJobs:          200,
 		ClusterMaxActiveJobs:   20,
+		StateBackups:           statebackup.DefaultKeep,
 	}
 }
 
@@ -152,6 +157,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.RequireSourceConsent, "require-source-consent", o.RequireSourceConsent, "Use a source Secret only when it is labelled captf.io/credential=true and lists the identity in the annotation captf.io/credential-identities (SPEC C1). Recommended.")
 	fs.IntVar(&o.MaxActiveJobs, "max-active-jobs", o.MaxActiveJobs, "Terraform Jobs that run at once across the manager (unfinished Jobs labelled captf.io/managed=true, plus starts not yet seen); a Job beyond it waits with ApplyJobSucceeded=Unknown/WaitingForJobSlot, destroys first, then applies, each oldest first (SPEC O4). 0: no cap.")
 	fs.IntVar(&o.ClusterMaxActiveJobs, "cluster-max-active-jobs", o.ClusterMaxActiveJobs, "Terraform Jobs that run at once for one TerraformCluster, its machines and its pools, where the cluster sets no spec.maxActiveJobs; beyond it Jobs wait like --max-active-jobs (SPEC O4). 0: no cap.")
+	fs.IntVar(&o.StateBackups, "state-backups", o.StateBackups, "Backups kept of each object's Terraform state: each new state serial read after a successful apply is copied to the Secret captf-state-backup-<suffix>-<serial>, the newest this many are kept and listed in status.stateBackups (SPEC O5). 0: no backups; at most 32.")
 }
 
 // Validate reports every invalid option at once.
@@ -206,6 +212,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxActiveJobs < 0 {
 		errs = append(errs, fmt.Errorf("--max-active-jobs must be 0 (no cap) or more, got %d", o.MaxActiveJobs))
+	}
+	if o.StateBackups < 0 || o.StateBackups > statebackup.MaxKeep {
+		errs = append(errs, fmt.Errorf("--state-backups must be between 0 (no backups) and %d, got %d", statebackup.MaxKeep, o.StateBackups))
 	}
 	if o.ClusterMaxActiveJobs < 0 {
 		errs = append(errs, fmt.Errorf("--cluster-max-active-jobs must be 0 (no cap) or more, got %d", o.ClusterMaxActiveJobs))

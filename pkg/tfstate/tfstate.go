@@ -166,6 +166,10 @@ func (k Kind) String() string {
 type Error struct {
 	Kind    Kind
 	Message string
+	// Serial and HasSerial are the state's serial, set on a
+	// KindOutputsTooLarge error of Read when the state has one.
+	Serial    int64
+	HasSerial bool
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -181,6 +185,19 @@ func KindOf(err error) Kind {
 		return e.Kind
 	}
 	return 0
+}
+
+// SerialOf returns the state serial of what Read returned: out's, or the
+// one a KindOutputsTooLarge error carries.
+func SerialOf(out *Outputs, err error) (int64, bool) {
+	if out != nil {
+		return out.Serial, out.HasSerial
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Serial, e.HasSerial
+	}
+	return 0, false
 }
 
 // Chunks returns a reader of the compressed state of suffix that fetches
@@ -286,6 +303,11 @@ type Outputs struct {
 	Values map[string]json.RawMessage
 	// Sensitive are the names of the sensitive outputs, sorted.
 	Sensitive []string
+	// Serial is the state's serial, which Terraform increments with each
+	// change it writes; HasSerial says whether the state has one (a
+	// non-negative integer). SPEC O5 backs up each new serial.
+	Serial    int64
+	HasSerial bool
 }
 
 // Decode returns the outputs of a compressed state (see Read).
@@ -304,7 +326,9 @@ func Decode(compressed []byte) (*Outputs, error) {
 // skipped, never held. The values kept are then made canonical.
 //
 // Errors of r that are not this package's or bounded's pass through (an
-// API error while a part is fetched).
+// API error while a part is fetched). A KindOutputsTooLarge error carries
+// the state's serial (SerialOf): the state is sound, only its outputs are
+// too large to publish, and a backup of it is still due (O5).
 func Read(r io.Reader) (*Outputs, error) {
 	br := bufio.NewReaderSize(r, 512)
 	head, _ := br.Peek(64)
@@ -350,6 +374,7 @@ func fromBounded(err error) error {
 type walk struct {
 	d         *bounded.Decoder
 	version   *int64
+	serial    *int64
 	encrypted bool
 	outputs   map[string]output
 	// held counts the bytes of output values and names held, against
@@ -389,6 +414,8 @@ func (w *walk) state() error {
 			return w.readVersion()
 		case strings.EqualFold(key, "outputs"):
 			return w.readOutputs()
+		case strings.EqualFold(key, "serial"):
+			return w.readSerial()
 		case strings.EqualFold(key, "encrypted_data"), strings.EqualFold(key, "encryption_version"):
 			// OpenTofu's state encryption envelope: {"meta",
 			// "encrypted_data", "encryption_version"}.
@@ -425,6 +452,27 @@ func (w *walk) readVersion() error {
 		return nil
 	}
 	w.version = &v
+	return nil
+}
+
+// readSerial keeps the state's serial when it is a non-negative integer
+// that fits an int64; anything else is no serial (not an error: the
+// outputs do not depend on it).
+func (w *walk) readSerial() error {
+	w.serial = nil
+	if t, err := w.d.Peek(); err != nil || t != bounded.Number {
+		if err != nil {
+			return err
+		}
+		return w.d.Skip()
+	}
+	raw, ok, err := w.d.Capture(32)
+	if err != nil || !ok {
+		return err
+	}
+	if v, perr := strconv.ParseInt(string(raw), 10, 64); perr == nil && v >= 0 {
+		w.serial = &v
+	}
 	return nil
 }
 
@@ -525,9 +573,16 @@ func (w *walk) result() (*Outputs, error) {
 	case *w.version != 4:
 		return nil, fail(KindUnsupported, "state format version %d is not supported (only 4)", *w.version)
 	case w.over:
-		return nil, fail(KindOutputsTooLarge, "the outputs exceed %d bytes as JSON while they are read, over the limit of %d for status.outputs", maxCaptured, MaxOutputsBytes)
+		e := fail(KindOutputsTooLarge, "the outputs exceed %d bytes as JSON while they are read, over the limit of %d for status.outputs", maxCaptured, MaxOutputsBytes)
+		if w.serial != nil {
+			e.Serial, e.HasSerial = *w.serial, true
+		}
+		return nil, e
 	}
 	out := &Outputs{Values: map[string]json.RawMessage{}, Sensitive: []string{}}
+	if w.serial != nil {
+		out.Serial, out.HasSerial = *w.serial, true
+	}
 	for name, o := range w.outputs {
 		if o.sensitive {
 			out.Sensitive = append(out.Sensitive, name)

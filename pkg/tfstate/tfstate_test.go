@@ -11,6 +11,7 @@ import (
 	"io"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -576,7 +577,8 @@ func checkResult(t *testing.T, out *Outputs, err error) {
 // same outputs; only its limits differ.
 func referenceDecode(raw []byte) (*Outputs, error) {
 	var st struct {
-		Version *int `json:"version"`
+		Version *int            `json:"version"`
+		Serial  json.RawMessage `json:"serial"`
 		Outputs map[string]struct {
 			Value     json.RawMessage `json:"value"`
 			Sensitive bool            `json:"sensitive"`
@@ -597,6 +599,9 @@ func referenceDecode(raw []byte) (*Outputs, error) {
 		return nil, fail(KindUnsupported, "version")
 	}
 	out := &Outputs{Values: map[string]json.RawMessage{}, Sensitive: []string{}}
+	if v, err := strconv.ParseInt(string(st.Serial), 10, 64); err == nil && v >= 0 {
+		out.Serial, out.HasSerial = v, true
+	}
 	for name, o := range st.Outputs {
 		if o.Sensitive {
 			out.Sensitive = append(out.Sensitive, name)
@@ -610,4 +615,45 @@ func referenceDecode(raw []byte) (*Outputs, error) {
 	}
 	sort.Strings(out.Sensitive)
 	return out, nil
+}
+
+// TestDecodeSerial: the serial is kept for the backups (O5), also when the
+// outputs are too large to hold; a serial that is not a non-negative
+// integer is no serial, and no error.
+func TestDecodeSerial(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		state  string
+		serial int64
+		has    bool
+	}{
+		{"applied", string(tfstatetest.StateSerial(42, sensitiveValue, nil)), 42, true},
+		{"init", initState, 1, true},
+		{"no serial", `{"version":4,"outputs":{}}`, 0, false},
+		{"a string", `{"version":4,"serial":"7"}`, 0, false},
+		{"negative", `{"version":4,"serial":-7}`, 0, false},
+		{"fraction", `{"version":4,"serial":7.5}`, 0, false},
+		{"beyond int64", `{"version":4,"serial":99999999999999999999}`, 0, false},
+		{"last one wins", `{"version":4,"serial":7,"Serial":8}`, 8, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Decode(tfstatetest.Gzip([]byte(tc.state)))
+			require.NoError(t, err)
+			require.Equal(t, tc.serial, out.Serial)
+			require.Equal(t, tc.has, out.HasSerial)
+			serial, ok := SerialOf(out, err)
+			require.Equal(t, tc.serial, serial)
+			require.Equal(t, tc.has, ok)
+		})
+	}
+	big := fmt.Sprintf(`{"version":4,"serial":9,"outputs":{"blob":{"value":%q}}}`, strings.Repeat("b", 2*MaxOutputsBytes))
+	out, err := Decode(tfstatetest.Gzip([]byte(big)))
+	requireKind(t, err, KindOutputsTooLarge)
+	serial, ok := SerialOf(out, err)
+	require.Equal(t, int64(9), serial)
+	require.True(t, ok)
+	out, err = Decode(tfstatetest.Gzip([]byte(`{"version":5,"serial":9}`)))
+	requireKind(t, err, KindUnsupported)
+	_, ok = SerialOf(out, err)
+	require.False(t, ok, "no backup of a state that cannot be read")
 }

@@ -27,8 +27,9 @@
 //   - At most once per Interval per resource path, so a stream of large
 //     events costs at most one new watch request per Interval; the large
 //     frames between are delivered, and the end waits for the next frame
-//     boundary after the interval (the API server sends a bookmark about
-//     every minute).
+//     boundary, or for Interval, after which the stream is closed where
+//     it is (the reflector takes that as a normal end, and the next watch
+//     carries again whatever part of an event was cut).
 package watchbound
 
 import (
@@ -39,6 +40,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +124,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := req.URL.Path
 	r := NewReader(resp.Body, framing, q.Get("sendInitialEvents") == "true")
 	r.mayEnd = func() bool { return t.takeEnd(path) }
+	r.retry = Interval
 	resp.Body = r
 	return resp, nil
 }
@@ -148,8 +151,17 @@ type Reader struct {
 	body    io.ReadCloser
 	framing Framing
 	// mayEnd is asked once an end is due and safe; false defers the end
-	// to a later frame boundary. Nil means always.
+	// to a later frame boundary, or to retry later, whichever comes
+	// first. Nil means always.
 	mayEnd func() bool
+	// retry is how long a deferred end waits for a frame boundary before
+	// the stream is closed where it is (0: only at a boundary).
+	retry time.Duration
+	// timer closes the body once a deferred end is due; closed records
+	// that it did, so that the error the read then gets is a clean end.
+	mu     sync.Mutex
+	timer  *time.Timer
+	closed atomic.Bool
 
 	// initial is true while a watch-list's initial events stream.
 	initial bool
@@ -187,6 +199,13 @@ func (r *Reader) Read(p []byte) (int, error) {
 	n, err := r.body.Read(p)
 	if r.framing == Unframed {
 		return n, err
+	}
+	if err != nil && r.closed.Load() {
+		// The deferred end: whatever part of a frame was read before is
+		// carried again by the next watch, from the last resourceVersion
+		// delivered (client-go drops a cut frame without an error event).
+		r.ended = true
+		return n, io.EOF
 	}
 	for i := 0; i < n; {
 		used, end := r.next(p[i:n])
@@ -250,7 +269,32 @@ func (r *Reader) frameEnd() bool {
 	}
 	// This frame is an event of the phase, so the reflector accepts the
 	// end (it refuses a watch that ends with none).
-	return r.large && (r.mayEnd == nil || r.mayEnd())
+	if !r.large {
+		return false
+	}
+	if r.mayEnd == nil || r.mayEnd() {
+		return true
+	}
+	r.deferEnd()
+	return false
+}
+
+// deferEnd closes the stream after retry unless it ends before. Closing
+// the body mid-frame is safe here: this phase has delivered an event, so
+// the reflector takes the end as a normal one and watches again.
+func (r *Reader) deferEnd() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timer != nil || r.retry <= 0 {
+		return
+	}
+	r.timer = time.AfterFunc(r.retry, func() {
+		if r.mayEnd != nil {
+			_ = r.mayEnd() // records the end for the path's interval
+		}
+		r.closed.Store(true)
+		_ = r.body.Close()
+	})
 }
 
 // endsInitialEvents reports whether frame is the bookmark that ends a
@@ -290,4 +334,11 @@ func endsInitialEvents(frame []byte, framing Framing) bool {
 }
 
 // Close implements io.Closer.
-func (r *Reader) Close() error { return r.body.Close() }
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.mu.Unlock()
+	return r.body.Close()
+}

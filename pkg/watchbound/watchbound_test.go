@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -252,5 +253,38 @@ func TestTransport(t *testing.T) {
 		if got := read(step.query); got != step.want {
 			t.Errorf("%s: read %d bytes, want %d", step.name, got, step.want)
 		}
+	}
+}
+
+// TestDeferredEndClosesAQuietStream: an end refused by the interval, with
+// no frame after it, is taken after retry by closing the body; the reader
+// reports a clean end, and client-go's decoder closes the watch without an
+// error event.
+func TestDeferredEndClosesAQuietStream(t *testing.T) {
+	for framing, fname := range framings {
+		t.Run(fname, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			body := NewReader(pr, framing, false)
+			var asked atomic.Int32
+			body.mayEnd = func() bool { return asked.Add(1) > 1 } // the first ask is refused
+			body.retry = 20 * time.Millisecond
+			go func() {
+				for _, f := range []frame{small, large} {
+					_, _ = pw.Write(f.encode(t, framing))
+				}
+				// Then nothing: the stream stays open, as a quiet watch does.
+			}()
+			got, err := io.ReadAll(body)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			want := append(small.encode(t, framing), large.encode(t, framing)...)
+			if !bytes.Equal(got, want) {
+				t.Errorf("read %d bytes, want %d", len(got), len(want))
+			}
+			if asked.Load() != 2 {
+				t.Errorf("mayEnd asked %d times, want 2 (at the frame, then when the deferred end was taken)", asked.Load())
+			}
+		})
 	}
 }

@@ -54,6 +54,21 @@ type harness struct {
 	calls *calls
 	store func(*v1alpha1.TerraformClusterIdentity)
 	drop  func(name string)
+	// watching counts the watches of each namespace's Secrets the fake
+	// has registered: an event before registration is lost (the fake
+	// replays nothing), so tests wait for it after the list.
+	watching *watchCount
+}
+
+type watchCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (w *watchCount) get(ns string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n[ns]
 }
 
 // newHarness builds the controller with its real constructor on fake
@@ -64,6 +79,21 @@ func newHarness(t *testing.T, startedUp bool, objs ...runtime.Object) *harness {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	kube := fake.NewClientset(objs...)
+	watching := &watchCount{n: map[string]int{}}
+	kube.PrependWatchReactor("secrets", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := action.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := kube.Tracker().Watch(action.GetResource(), action.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		watching.mu.Lock()
+		watching.n[action.GetNamespace()]++
+		watching.mu.Unlock()
+		return true, w, nil
+	})
 	factory := captfinformers.NewSharedInformerFactory(captffake.NewSimpleClientset(), 0)
 	inf := factory.Infrastructure().V1alpha1().TerraformClusterIdentities()
 	rec := &calls{events: map[types.NamespacedName]int{}}
@@ -91,7 +121,7 @@ func newHarness(t *testing.T, startedUp bool, objs ...runtime.Object) *harness {
 		c.wg.Wait()
 	})
 	indexer := inf.Informer().GetIndexer()
-	return &harness{t: t, ctx: ctx, kube: kube, c: c, calls: rec,
+	return &harness{t: t, ctx: ctx, kube: kube, c: c, calls: rec, watching: watching,
 		store: func(id *v1alpha1.TerraformClusterIdentity) { require.NoError(t, indexer.Add(id)) },
 		drop: func(name string) {
 			require.NoError(t, indexer.Delete(&v1alpha1.TerraformClusterIdentity{ObjectMeta: metav1.ObjectMeta{Name: name}}))
@@ -128,7 +158,7 @@ func (h *harness) waitSynced(ns, name string) {
 		h.c.mu.Lock()
 		w := h.c.watches[key]
 		h.c.mu.Unlock()
-		return w != nil && w.synced != nil && w.synced()
+		return w != nil && w.synced != nil && w.synced() && h.watching.get(ns) > 0
 	})
 }
 

@@ -85,8 +85,9 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
 		// K11: a moved or restored copy whose state records this spec as
 		// applied adopts it instead of applying again.
-		rec, err := c.adoptApplied(ctx, w, w.contract.inputs.Hash(), now)
-		if err != nil {
+		// O5: a state retained by an earlier object is adopted, or waits.
+		rec, blocked, err := c.firstApplyState(ctx, w, w.contract.inputs.Hash(), now)
+		if err != nil || blocked {
 			return w, err
 		}
 		if rec != nil {

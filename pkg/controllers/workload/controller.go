@@ -46,6 +46,9 @@ type Options struct {
 	// pools, where the TerraformCluster sets no spec.maxActiveJobs; 0 is
 	// no cap.
 	ClusterMaxActiveJobs int
+	// StateBackups is how many backups of each object's Terraform state
+	// are kept, one per serial (SPEC O5); 0 takes none.
+	StateBackups int
 }
 
 // Informers are the informers the controller reads.

@@ -63,6 +63,10 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 			v1alpha1.AnnotationDeleteForMove)
 		return true, c.disownState(ctx, w)
 	}
+	if v1alpha1.StatePolicyOf(w.robj).DeletionPolicy == v1alpha1.DeletionPolicyRetain {
+		// O5: no destroy; the state and its backups stay (retain.go).
+		return c.retainDeletion(ctx, w)
+	}
 	cached, err := c.jobsOf(w)
 	if err != nil {
 		return false, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/statebackup"
 	"github.com/captf/captf/pkg/tfstate"
 )
 
@@ -42,21 +43,27 @@ const adoptedJobName = "(adopted from the state)"
 
 // specHash is the hash of w's spec without the fields the manager writes
 // from the outputs (endpoint, provider IDs: T5, K7), so writing them does
-// not make the spec look unapplied.
+// not make the spec look unapplied, and without deletionPolicy and
+// adoptRetainedState (O5), which say nothing of what was applied: an
+// object that adopts a retained state with the spec that state records
+// adopts it as applied.
 func specHash(w *workload) string {
 	var spec any
 	switch o := w.robj.(type) {
 	case *v1alpha1.TerraformCluster:
 		s := o.Spec.DeepCopy()
 		s.ControlPlaneEndpoint = v1alpha1.APIEndpoint{}
+		s.StatePolicy = v1alpha1.StatePolicy{}
 		spec = s
 	case *v1alpha1.TerraformMachine:
 		s := o.Spec.DeepCopy()
 		s.ProviderID = ""
+		s.StatePolicy = v1alpha1.StatePolicy{}
 		spec = s
 	case *v1alpha1.TerraformMachinePool:
 		s := o.Spec.DeepCopy()
 		s.ProviderIDList = nil
+		s.StatePolicy = v1alpha1.StatePolicy{}
 		spec = s
 	}
 	b, _ := json.Marshal(spec)
@@ -87,6 +94,7 @@ func stateMeta(m *metav1.ObjectMeta) metav1.PartialObjectMetadata {
 	return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
 		OwnerReferences: m.OwnerReferences, Annotations: pick(m.Annotations, v1alpha1.AnnotationAppliedSpec, v1alpha1.AnnotationAppliedInputs),
+		Labels: pick(m.Labels, statebackup.LabelRetainedFrom), CreationTimestamp: m.CreationTimestamp,
 	}}
 }
 
@@ -133,11 +141,11 @@ func stateOwnerRef(w *workload) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: w.kind.name, Name: w.obj.GetName(), UID: w.obj.GetUID()}
 }
 
-// disownState removes w's owner references from its state Secrets, so
-// they outlive w: the state stays when the infrastructure is abandoned
+// disownState removes w's owner references from its state Secrets and
+// state backups, so they outlive w: the state stays when the infrastructure is abandoned
 // (V2) or kept (K11, O5). Their other owners stay.
 func (c *Controller) disownState(ctx context.Context, w *workload) error {
-	secrets, err := c.stateSecrets(ctx, w)
+	secrets, err := c.retainable(ctx, w) // the state and its backups (O5)
 	if err != nil {
 		return err
 	}
@@ -165,12 +173,9 @@ func (c *Controller) disownState(ctx context.Context, w *workload) error {
 // moved, or a restore, without status). When it finds one it records the
 // run in status.lastApply as adopted and returns it; no Job runs, and the
 // outputs are read from that state as after an apply (T4). inputsHash is
-// the hash of the inputs the apply would run with ("" when unknown).
-func (c *Controller) adoptApplied(ctx context.Context, w *workload, inputsHash string, now time.Time) (*v1alpha1.RunRecord, error) {
-	secrets, err := c.stateSecrets(ctx, w)
-	if err != nil {
-		return nil, err
-	}
+// the hash of the inputs the apply would run with ("" when unknown);
+// secrets are w's state Secrets (stateSecrets).
+func (c *Controller) adoptApplied(ctx context.Context, w *workload, secrets []metav1.PartialObjectMetadata, inputsHash string, now time.Time) (*v1alpha1.RunRecord, error) {
 	main := tfstate.SecretName(jobs.StateSuffix(w.kind.name, w.obj.GetName()))
 	for _, s := range secrets {
 		if s.Name != main {

@@ -62,6 +62,13 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	if err != nil && kind == 0 {
 		return fmt.Errorf("reading the Terraform state %s for outputs: %w", secret, err)
 	}
+	// O5: a new serial is backed up before the read is recorded, so that
+	// a failed copy is tried again with the read.
+	if serial, ok := tfstate.SerialOf(out, err); ok {
+		if err := c.backupState(ctx, w, serial, ok, read); err != nil {
+			return err
+		}
+	}
 	w.status.OutputsSource = c.outputsSource(w, job)
 	now := c.clock.Now()
 	logger := klog.FromContext(ctx).WithValues("secret", secret, "job", job)
@@ -97,6 +104,7 @@ func keepRead(w *workload, last *v1alpha1.WorkloadStatus) {
 	w.status.Outputs = last.Outputs.DeepCopy()
 	w.status.SensitiveOutputs = slices.Clone(last.SensitiveOutputs)
 	w.status.OutputsSource = last.OutputsSource.DeepCopy()
+	w.status.StateBackups = slices.Clone(last.StateBackups)
 	if c := meta.FindStatusCondition(last.Conditions, string(v1alpha1.ConditionOutputsAvailable)); c != nil {
 		meta.SetStatusCondition(&w.status.Conditions, *c)
 	}

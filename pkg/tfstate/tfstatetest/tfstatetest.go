@@ -19,8 +19,14 @@ import (
 // (name to JSON value) and one sensitive output, admin_password, whose
 // value is sensitive.
 func State(sensitive string, outputs map[string]string) []byte {
+	return StateSerial(3, sensitive, outputs)
+}
+
+// StateSerial is State with the given serial (SPEC O5 backs up each new
+// one).
+func StateSerial(serial int64, sensitive string, outputs map[string]string) []byte {
 	var b strings.Builder
-	b.WriteString(`{"version":4,"terraform_version":"1.12.6","serial":3,"lineage":"6c1d","outputs":{`)
+	fmt.Fprintf(&b, `{"version":4,"terraform_version":"1.12.6","serial":%d,"lineage":"6c1d","outputs":{`, serial)
 	fmt.Fprintf(&b, `"admin_password":{"value":%q,"type":"string","sensitive":true}`, sensitive)
 	for k, v := range outputs {
 		fmt.Fprintf(&b, `,%q:{"value":%s,"type":"string"}`, k, v)

@@ -127,6 +127,10 @@ const (
 	// captf-runner is held by an object captf did not create; no Job starts
 	// (SPEC T1).
 	ReasonRunnerNotFound ConditionReason = "RunnerNotFound"
+	// ReasonRetainedStateExists: a state retained by an earlier object of
+	// the same name exists and spec.adoptRetainedState is not set: no
+	// apply Job starts (SPEC O5).
+	ReasonRetainedStateExists ConditionReason = "RetainedStateExists"
 	// ReasonJobRunning: a Job is running.
 	ReasonJobRunning ConditionReason = "JobRunning"
 	// ReasonWaitingForJobSlot: the Job is due but a Job cap holds it
@@ -311,6 +315,16 @@ const (
 	// spec as applied, so no apply Job runs for it (K11: a moved or
 	// restored object).
 	EventStateAdopted = "StateAdopted"
+	// EventStateBackedUp (Normal, workload): a new state serial was
+	// copied to a backup Secret (SPEC O5).
+	EventStateBackedUp = "StateBackedUp"
+	// EventInfrastructureRetained (Normal, workload): deleted under
+	// spec.deletionPolicy Retain, without a destroy Job; the state and
+	// its backups stay (SPEC O5).
+	EventInfrastructureRetained = "InfrastructureRetained"
+	// EventRetainedStateAdopted (Normal, workload): the object took over
+	// the state an earlier object retained (spec.adoptRetainedState).
+	EventRetainedStateAdopted = "RetainedStateAdopted"
 	// EventMovedAway (Normal, workload): clusterctl move deleted the source
 	// copy; no destroy, the state was kept (K11).
 	EventMovedAway = "MovedAway"

@@ -260,6 +260,15 @@ type WorkloadStatus struct {
 	// infrastructure machine pool (SPEC K7).
 	// +optional
 	Ready bool `json:"ready,omitempty"`
+
+	// StateBackups are the backups of the Terraform state the manager
+	// keeps, newest serial first (SPEC O5): each new serial read after a
+	// successful apply is copied to a backup Secret, and the newest
+	// --state-backups (default 5) are kept.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	StateBackups []StateBackup `json:"stateBackups,omitempty"`
 }
 
 // FailureDomain is a failure domain a cluster's machines may be placed in

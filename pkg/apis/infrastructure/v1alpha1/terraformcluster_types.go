@@ -59,6 +59,9 @@ type TerraformClusterSpec struct {
 	// +kubebuilder:default={}
 	Jobs JobsSpec `json:"jobs,omitempty"`
 
+	// StatePolicy: deletionPolicy and adoptRetainedState (SPEC O5).
+	StatePolicy `json:",inline"`
+
 	// MaxActiveJobs caps the Jobs that run at once for this cluster: its
 	// own and those of its machines and pools (SPEC O4). Unset means the
 	// manager's --cluster-max-active-jobs (default 20). A Job beyond the

@@ -52,6 +52,9 @@ type TerraformMachinePoolSpec struct {
 	// +kubebuilder:default={}
 	Jobs JobsSpec `json:"jobs,omitempty"`
 
+	// StatePolicy: deletionPolicy and adoptRetainedState (SPEC O5).
+	StatePolicy `json:",inline"`
+
 	// Variables are the module's input variables (SPEC T3): a JSON object of
 	// variable name to value, written by the runner as a variables file in
 	// the working copy for apply and destroy. At most 256 keys (refused
