@@ -297,25 +297,7 @@ func (r *mdRun) clusterClassMachines(ctx context.Context, t *testing.T) {
 // clusterClassDelete: the topology's Cluster deleted, everything of it
 // goes and the fake cloud holds nothing.
 func (r *mdRun) clusterClassDelete(ctx context.Context, t *testing.T) {
-	e := r.env
-	start := time.Now()
-	if err := e.dyn.Resource(capiClusterGVR).Namespace(tenant).Delete(ctx, ccName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(ctx, t, 6*time.Minute, "the topology's Cluster and everything of it gone", func() (bool, string) {
-		var left []string
-		for _, gvr := range []schema.GroupVersionResource{capiClusterGVR, capiMDGVR, capiMSGVR, capiMachineGVR, tcGVR, tmGVR, stubCPGVR, stubConfigGVR} {
-			list, err := e.dyn.Resource(gvr).Namespace(tenant).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, u := range list.Items {
-				left = append(left, gvr.Resource+"/"+u.GetName())
-			}
-		}
-		return len(left) == 0, fmt.Sprintf("left: %v; objects: %s; pods: %s", left, e.capiSummary(ctx), e.podSummary(ctx, tenant))
-	})
-	t.Logf("the topology's Cluster and everything of it gone %s after its deletion", time.Since(start).Round(time.Millisecond))
+	r.env.deleteClusterAndWait(ctx, t, ccName, "the topology's Cluster", capiClusterGVR, capiMDGVR, capiMSGVR, capiMachineGVR, tcGVR, tmGVR, stubCPGVR, stubConfigGVR)
 	r.stopStandIn()
 	if got := r.cloudIDs(ctx, t); len(got) != 0 {
 		t.Errorf("the fake cloud still holds %v after the Cluster's deletion", got)

@@ -67,10 +67,7 @@ func TestCAPITemplates(t *testing.T) {
 	}()
 
 	r := &mdRun{env: e}
-	steps := []struct {
-		name string
-		run  func(context.Context, *testing.T)
-	}{
+	e.runSteps(ctx, t, cp, []step{
 		{"ProvisionCluster", r.provisionCluster},
 		{"ThreeMachinesProvisioned", r.threeMachines},
 		{"ScaleToOneDestroysTwo", r.scaleToOne},
@@ -79,18 +76,7 @@ func TestCAPITemplates(t *testing.T) {
 		{"ClusterClassMachinesProvisioned", r.clusterClassMachines},
 		{"ClusterClassDeleteLeavesNothing", r.clusterClassDelete},
 		{"NoSecretInManagerLogsOrEvents", e.noCredentialInLogs},
-	}
-	for _, s := range steps {
-		start := time.Now()
-		if !t.Run(s.name, func(t *testing.T) { s.run(ctx, t) }) {
-			break
-		}
-		t.Logf("%s took %s", s.name, time.Since(start).Round(time.Millisecond))
-	}
-	if t.Failed() {
-		e.dumpState(t)
-	}
-	e.stop(cp)
+	})
 	t.Logf("TestCAPITemplates took %s in all", time.Since(begin).Round(time.Millisecond))
 }
 
@@ -358,14 +344,24 @@ func (r *mdRun) scaleToOne(ctx context.Context, t *testing.T) {
 // deleteCluster: the Cluster deleted, its MachineDeployment, Machines and
 // captf's objects go, and the fake cloud holds nothing.
 func (r *mdRun) deleteCluster(ctx context.Context, t *testing.T) {
-	e := r.env
+	r.env.deleteClusterAndWait(ctx, t, clusterName, "the Cluster", capiClusterGVR, capiMDGVR, capiMSGVR, capiMachineGVR, tcGVR, tmGVR)
+	if got := r.cloudIDs(ctx, t); len(got) != 0 {
+		t.Errorf("the fake cloud still holds %v after the Cluster's deletion", got)
+	}
+}
+
+// deleteClusterAndWait deletes the Cluster name and waits until no object
+// of the kinds gvrs is left in the tenant namespace; what names the Cluster
+// in messages.
+func (e *env) deleteClusterAndWait(ctx context.Context, t *testing.T, name, what string, gvrs ...schema.GroupVersionResource) {
+	t.Helper()
 	start := time.Now()
-	if err := e.dyn.Resource(capiClusterGVR).Namespace(tenant).Delete(ctx, clusterName, metav1.DeleteOptions{}); err != nil {
+	if err := e.dyn.Resource(capiClusterGVR).Namespace(tenant).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor(ctx, t, 6*time.Minute, "the Cluster and everything of it gone", func() (bool, string) {
+	e.waitFor(ctx, t, 6*time.Minute, what+" and everything of it gone", func() (bool, string) {
 		var left []string
-		for _, gvr := range []schema.GroupVersionResource{capiClusterGVR, capiMDGVR, capiMSGVR, capiMachineGVR, tcGVR, tmGVR} {
+		for _, gvr := range gvrs {
 			list, err := e.dyn.Resource(gvr).Namespace(tenant).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -376,10 +372,7 @@ func (r *mdRun) deleteCluster(ctx context.Context, t *testing.T) {
 		}
 		return len(left) == 0, fmt.Sprintf("left: %v; objects: %s; pods: %s", left, e.capiSummary(ctx), e.podSummary(ctx, tenant))
 	})
-	t.Logf("the Cluster and everything of it gone %s after its deletion", time.Since(start).Round(time.Millisecond))
-	if got := r.cloudIDs(ctx, t); len(got) != 0 {
-		t.Errorf("the fake cloud still holds %v after the Cluster's deletion", got)
-	}
+	t.Logf("%s and everything of it gone %s after its deletion", what, time.Since(start).Round(time.Millisecond))
 }
 
 // mdMachines lists the MachineDeployment's Machines, by name.

@@ -68,28 +68,14 @@ func TestCAPIClusterAndMachine(t *testing.T) {
 	}()
 
 	r := &capiRun{env: e}
-	steps := []struct {
-		name string
-		run  func(context.Context, *testing.T)
-	}{
+	e.runSteps(ctx, t, cp, []step{
 		{"Provision", r.provision},
 		{"ReapplyKeepsReady", r.reapply},
 		{"PauseStopsJobs", r.pause},
 		{"NoSecretInJobsLogsOrObjects", r.noSecrets},
 		{"DeleteDestroysMachinesFirst", r.deletion},
 		{"NoSecretInManagerLogsOrEvents", e.noCredentialInLogs},
-	}
-	for _, s := range steps {
-		start := time.Now()
-		if !t.Run(s.name, func(t *testing.T) { s.run(ctx, t) }) {
-			break
-		}
-		t.Logf("%s took %s", s.name, time.Since(start).Round(time.Millisecond))
-	}
-	if t.Failed() {
-		e.dumpState(t)
-	}
-	e.stop(cp)
+	})
 	t.Logf("TestCAPIClusterAndMachine took %s in all", time.Since(begin).Round(time.Millisecond))
 }
 

@@ -95,15 +95,25 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}()
 
-	steps := []struct {
-		name string
-		run  func(context.Context, *testing.T)
-	}{
+	e.runSteps(ctx, t, cp, []step{
 		{"WebhookRefusesAliceThroughItsService", e.webhookRefusesAlice},
 		{"LeaderFailover", e.leaderFailover},
 		{"Lifecycle", e.lifecycle},
 		{"NoCredentialInLogsOrEvents", e.noCredentialInLogs},
-	}
+	})
+}
+
+// step is one subtest of an end-to-end test.
+type step struct {
+	name string
+	run  func(context.Context, *testing.T)
+}
+
+// runSteps runs steps in order as subtests, each timed, and stops at the
+// first that fails (the later ones build on it); then it dumps the
+// cluster's state if the test failed and stops the control plane.
+func (e *env) runSteps(ctx context.Context, t *testing.T, cp *controlplane.NodeForTest, steps []step) {
+	t.Helper()
 	for _, s := range steps {
 		start := time.Now()
 		if !t.Run(s.name, func(t *testing.T) { s.run(ctx, t) }) {
@@ -111,7 +121,6 @@ func TestEndToEnd(t *testing.T) {
 		}
 		t.Logf("%s took %s", s.name, time.Since(start).Round(time.Millisecond))
 	}
-
 	if t.Failed() {
 		e.dumpState(t)
 	}
