@@ -127,6 +127,31 @@ func (m *Manager) Scrape() (faultkit.Metrics, error) {
 	return faultkit.ParseMetrics(text)
 }
 
+// WaitManagerQuiet waits until f's manager has had empty queues, no work
+// in progress and made no request (but its Lease renewals and events) for
+// quiet: a pass it had to make is over.
+func (f *Fixture) WaitManagerQuiet(quiet time.Duration) {
+	f.T.Helper()
+	last, since := -1.0, time.Now()
+	f.WaitFor("the manager to be quiet", func() (bool, string) {
+		m, err := f.Manager.Scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		var reqs float64
+		for _, s := range m {
+			if r := s.Labels["resource"]; s.Name == "captf_api_requests_total" && r != "leases" && r != "events" {
+				reqs += s.Value
+			}
+		}
+		busy := m.Sum("workqueue_depth", nil) > 0 || m.Sum("workqueue_unfinished_work_seconds", nil) > 0
+		if busy || reqs != last {
+			last, since = reqs, time.Now()
+		}
+		return time.Since(since) >= quiet, fmt.Sprintf("busy=%v, %v requests", busy, reqs)
+	})
+}
+
 // JobRecord is a Job as the recorder first saw it.
 type JobRecord struct {
 	Namespace, Name string

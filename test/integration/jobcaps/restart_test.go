@@ -63,7 +63,7 @@ func TestO4RestartStartsNoExtraJob(t *testing.T) {
 		t.Fatal("the killed manager exited cleanly")
 	}
 	f.Manager = f.Env.StartManager(t, capsOptions)
-	waitIdle(f)
+	f.WaitManagerQuiet(3 * time.Second)
 	w.check(t)
 	open, created := w.snapshot()
 	if created != maxActive || len(open) != maxActive {
@@ -84,34 +84,10 @@ func TestO4RestartStartsNoExtraJob(t *testing.T) {
 		o, c := w.snapshot()
 		return c == maxActive+2 && len(o) == maxActive, fmt.Sprintf("%d created, %d unfinished", c, len(o))
 	})
-	waitIdle(f)
+	f.WaitManagerQuiet(3 * time.Second)
 	w.check(t)
 	if o, c := w.snapshot(); c != maxActive+2 || len(o) != maxActive {
 		t.Fatalf("O4: after two Jobs finished, %d were created in all and %d are unfinished; want %d and %d", c, len(o), maxActive+2, maxActive)
 	}
 	t.Logf("O4 restart: %d Jobs created before and after the restart, at most %d unfinished at once", maxActive+2, w.maxOpen)
-}
-
-// waitIdle waits until the manager's queues have been empty, and it has
-// made no request but for leases and events, for 3 seconds.
-func waitIdle(f *framework.Fixture) {
-	f.T.Helper()
-	last, since := -1.0, time.Now()
-	f.WaitFor("the manager idle", func() (bool, string) {
-		m, err := f.Manager.Scrape()
-		if err != nil {
-			return false, err.Error()
-		}
-		var reqs float64
-		for _, s := range m {
-			if r := s.Labels["resource"]; s.Name == "captf_api_requests_total" && r != "leases" && r != "events" {
-				reqs += s.Value
-			}
-		}
-		busy := m.Sum("workqueue_depth", nil) > 0 || m.Sum("workqueue_unfinished_work_seconds", nil) > 0
-		if busy || reqs != last {
-			last, since = reqs, time.Now()
-		}
-		return time.Since(since) >= 3*time.Second, fmt.Sprintf("busy=%v, %v requests", busy, reqs)
-	})
 }

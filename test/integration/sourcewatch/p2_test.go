@@ -96,24 +96,7 @@ func scrape(f *framework.Fixture) faultkit.Metrics {
 const quiet = 3 * time.Second
 
 // waitQuiet waits until the manager has been quiet for quiet.
-func waitQuiet(f *framework.Fixture) {
-	f.T.Helper()
-	last, since := -1.0, time.Now()
-	f.WaitFor("the manager to be quiet", func() (bool, string) {
-		m := scrape(f)
-		var reqs float64
-		for _, s := range m {
-			if r := s.Labels["resource"]; s.Name == "captf_api_requests_total" && r != "leases" && r != "events" {
-				reqs += s.Value
-			}
-		}
-		busy := m.Sum("workqueue_depth", nil) > 0 || m.Sum("workqueue_unfinished_work_seconds", nil) > 0
-		if busy || reqs != last {
-			last, since = reqs, time.Now()
-		}
-		return time.Since(since) >= quiet, fmt.Sprintf("busy=%v, %v requests", busy, reqs)
-	})
-}
+func waitQuiet(f *framework.Fixture) { f.WaitManagerQuiet(quiet) }
 
 // TestRotationIsPushed checks P2: with --sync-period=10m and
 // --identity-resync=5m, a rotated source reaches the mirrors of every kind
