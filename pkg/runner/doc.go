@@ -1,4 +1,4 @@
-// Package runner is the in-Job runner, `captf runner apply|destroy`.
+// Package runner is the in-Job runner, `captf runner apply|destroy|drift`.
 //
 // It owns the execution half of SPEC rule J6 (the filtering half lives in
 // envfilter): it drops the forbidden TF_ and KUBE_ variables and logs their
@@ -25,6 +25,15 @@
 // variables and the inputs redacted. Before anything runs it checks that
 // the module directory holds Terraform configuration (upstream's
 // image-layout preflight, SPEC O2: ImageInvalid).
+//
+// `captf runner drift` (SPEC O7, upstream A3-54) runs init, `terraform
+// apply -refresh-only -auto-approve` (the state takes in what changed
+// outside Terraform; nothing is changed in the infrastructure) and
+// `terraform plan -refresh=false -detailed-exitcode`: the plan is the
+// drift. Exit code 2 of the plan is drift found, and the run succeeds; the
+// document's drift holds the counts and at most 16 resource addresses
+// (addresses only, redacted like the tail), and is set only when the plan
+// ran to its end (drift.go).
 //
 // Stop requests (SIGTERM, SIGINT, or cancellation of the caller's context)
 // are forwarded to Terraform so that it can release its state lock; a second

@@ -122,7 +122,7 @@ func (r *report) fail(kind runresult.Kind, msg string) {
 func (r *report) stepWriters(step string, stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	ring := &ring{max: tailBytes}
 	r.tails[step] = ring
-	if step == runresult.StepApply || step == runresult.StepDestroy {
+	if step == runresult.StepApply || step == runresult.StepDestroy || step == runresult.StepPlan {
 		stdout = io.MultiWriter(stdout, r.plan)
 	}
 	return stdout, io.MultiWriter(stderr, ring)
@@ -135,11 +135,18 @@ func (r *report) finish(results []result, s *supervisor, code int) {
 		if res.ran {
 			r.result.Steps = append(r.result.Steps, runresult.Step{Name: res.name, ExitCode: res.code, DurationMilliseconds: res.duration.Milliseconds()})
 		}
-		if failed == "" && (!res.ran || res.code != 0) {
+		if failed == "" && failedStep(res) {
 			failed = res.name
 		}
 	}
-	r.result.Changes = r.plan.changes()
+	if r.result.Operation == runresult.OperationDrift {
+		if code == 0 {
+			// O7: only a plan that ran to its end says what drifted.
+			r.result.Drift = r.plan.drift(r.redactor.Redact)
+		}
+	} else {
+		r.result.Changes = r.plan.changes()
+	}
 	if code == 0 {
 		return
 	}
@@ -275,6 +282,8 @@ type planScanner struct {
 	seen    bool
 	counts  map[string]int
 	replace int
+	// addresses are the resources the plan changes (SPEC O7), in order.
+	addresses []string
 }
 
 var (
@@ -318,6 +327,7 @@ func (p *planScanner) scan(l string) {
 	case replaceLine.MatchString(l):
 		p.replace++
 	}
+	p.address(l)
 }
 
 // changes returns the planned changes, nil when no plan summary was seen.

@@ -44,7 +44,7 @@ const (
 )
 
 // subcommands are the valid first arguments, in the order usage lists them.
-var subcommands = []string{"apply", "destroy"}
+var subcommands = []string{"apply", "destroy", "drift"}
 
 // Main runs `captf runner <args...>` (args excludes "runner" itself, e.g.
 // ["apply", "--chdir=/m"]). It returns the process exit code. environ is the
@@ -287,20 +287,20 @@ func execute(ctx context.Context, cfg config, environ []string, stdout, stderr i
 		rep.result.Runtime = runtimeVersion(path, dir, env)
 	}
 	s := &supervisor{sigs: sigs, done: ctx.Done(), timeout: cfg.stopTimeout, stderr: stderr}
-	steps := [][]string{cfg.initArgs(), cfg.commandArgs()}
 	var results []result
-	for _, args := range steps {
+	for _, st := range cfg.steps() {
 		s.poll()
-		if s.stop != 0 || (len(results) > 0 && results[len(results)-1].code != 0) {
-			results = append(results, result{name: args[0]})
+		if s.stop != 0 || (len(results) > 0 && failedStep(results[len(results)-1])) {
+			results = append(results, result{name: st.name})
 			continue
 		}
-		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(args, " "), dir)
-		out, errOut := rep.stepWriters(args[0], stdout, stderr)
-		r, err := s.run(path, args, dir, env, out, errOut)
+		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(st.args, " "), dir)
+		out, errOut := rep.stepWriters(st.name, stdout, stderr)
+		r, err := s.run(path, st.name, st.args, dir, env, out, errOut)
 		if err != nil {
-			return fail(image, "%s could not start: %v", args[0], err)
+			return fail(image, "%s could not start: %v", st.name, err)
 		}
+		markChanges(st, &r) // O7: a drift plan's exit code 2
 		results = append(results, r)
 	}
 	line, code := summarize(results, s)

@@ -38,6 +38,9 @@ type result struct {
 	stop   string         // stop request that arrived while it ran, "" if none
 	// duration is how long it ran (SPEC O1).
 	duration time.Duration
+	// changes: a -detailed-exitcode plan exited 2, changes present (SPEC
+	// O7: drift found); the step succeeded.
+	changes bool
 }
 
 // action is what a stop request asks the supervisor to do to the child.
@@ -93,8 +96,8 @@ func (s *supervisor) poll() {
 
 // run runs one Terraform step to completion. The error is only for a step
 // that could not be started; how a started step ended is in the result.
-func (s *supervisor) run(path string, args []string, dir string, env []string, stdout, stderr io.Writer) (result, error) {
-	r := result{name: args[0], ran: true}
+func (s *supervisor) run(path, name string, args []string, dir string, env []string, stdout, stderr io.Writer) (result, error) {
+	r := result{name: name, ran: true}
 	cmd := exec.Command(path, args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, stdout, stderr
 	// Terraform gets its own process group. On a terminal, Ctrl-C then
@@ -195,6 +198,8 @@ func summarize(results []result, s *supervisor) (string, int) {
 			p = fmt.Sprintf("%s killed after %s (exit code %d)", r.name, r.killed, r.code)
 		case r.signal != 0:
 			p = fmt.Sprintf("%s terminated by %s (exit code %d)", r.name, signalName(r.signal), r.code)
+		case r.changes:
+			p = r.name + " found changes (exit code 2)"
 		case r.code == 0:
 			p = r.name + " succeeded"
 		default:
@@ -203,7 +208,7 @@ func summarize(results []result, s *supervisor) (string, int) {
 		if r.ran && r.killed == "" && r.stop != "" {
 			p += " after " + r.stop
 		}
-		if r.ran {
+		if r.ran && !r.changes {
 			code = r.code
 		}
 		parts = append(parts, p)

@@ -36,13 +36,23 @@ const (
 	// MaxDurationMilliseconds bounds a step's duration: 10 days, past any
 	// Job deadline (SPEC J4 allows a day).
 	MaxDurationMilliseconds = 10 * 24 * 3600 * 1000
+	// MaxDriftResources bounds the drifted resource addresses a document
+	// names (SPEC O7); the counts cover them all.
+	MaxDriftResources = 16
+	// MaxAddress bounds one resource address.
+	MaxAddress = 256
 )
 
 // Operations.
 const (
 	OperationApply   = "apply"
 	OperationDestroy = "destroy"
+	// OperationDrift refreshes the state and plans without applying
+	// (SPEC O7, upstream A3-54).
+	OperationDrift = "drift"
 )
+
+var operations = []string{OperationApply, OperationDestroy, OperationDrift}
 
 // Step names: the runner's own preparation (copying the module, writing
 // the variables; a failure here is the runner's or the image's), then
@@ -52,9 +62,15 @@ const (
 	StepInit    = "init"
 	StepApply   = "apply"
 	StepDestroy = "destroy"
+	// StepRefresh is a drift run's `apply -refresh-only`: the state takes
+	// in what changed outside Terraform; the infrastructure is untouched.
+	StepRefresh = "refresh"
+	// StepPlan is a drift run's `plan -refresh=false -detailed-exitcode`:
+	// exit code 2 is drift found, not a failure.
+	StepPlan = "plan"
 )
 
-var steps = []string{StepSetup, StepInit, StepApply, StepDestroy}
+var steps = []string{StepSetup, StepInit, StepApply, StepDestroy, StepRefresh, StepPlan}
 
 // Kind is what ended a run that did not succeed.
 type Kind string
@@ -81,7 +97,7 @@ var kinds = []Kind{KindStep, KindImageLayout, KindInterrupted, KindRunner}
 type Result struct {
 	// Version is [Version].
 	Version int `json:"version"`
-	// Operation is apply or destroy.
+	// Operation is apply, destroy or drift.
 	Operation string `json:"operation"`
 	// Image is the module image the Job ran (the runner's --image).
 	Image string `json:"image,omitempty"`
@@ -93,6 +109,10 @@ type Result struct {
 	// Changes are the planned changes of the apply or destroy step, when
 	// Terraform printed its plan summary.
 	Changes *Changes `json:"changes,omitempty"`
+	// Drift is what a drift run's plan would change to put the
+	// infrastructure back as the module says (SPEC O7); nil when its plan
+	// printed no summary.
+	Drift *Drift `json:"drift,omitempty"`
 	// Error says why the run did not succeed; nil when it did.
 	Error *Error `json:"error,omitempty"`
 }
@@ -111,6 +131,20 @@ type Changes struct {
 	Update  int `json:"update"`
 	Replace int `json:"replace"`
 	Delete  int `json:"delete"`
+}
+
+// Drift is a drift run's plan: its counts, and the addresses of the
+// resources it would change (A1-81). Addresses only, never a value: at
+// most MaxDriftResources of them, in plan order, each at most MaxAddress
+// bytes.
+type Drift struct {
+	Changes
+	Resources []string `json:"resources,omitempty"`
+}
+
+// Found reports whether d holds drift.
+func (d *Drift) Found() bool {
+	return d != nil && d.Create+d.Update+d.Replace+d.Delete > 0
 }
 
 // Error is why a run did not succeed.
@@ -133,8 +167,8 @@ func (r *Result) Validate() error {
 	if r.Version != Version {
 		bad("version is not %d", Version)
 	}
-	if r.Operation != OperationApply && r.Operation != OperationDestroy {
-		bad("operation is not %s or %s", OperationApply, OperationDestroy)
+	if !slices.Contains(operations, r.Operation) {
+		bad("operation is not %s, %s or %s", OperationApply, OperationDestroy, OperationDrift)
 	}
 	if !line(r.Image, MaxImage) {
 		bad("image is over %d bytes or holds control characters", MaxImage)
@@ -156,11 +190,19 @@ func (r *Result) Validate() error {
 			bad("steps[%d].durationMilliseconds is out of range", i)
 		}
 	}
-	if c := r.Changes; c != nil {
-		for _, n := range []int{c.Create, c.Update, c.Replace, c.Delete} {
-			if n < 0 || n > MaxCount {
-				bad("changes holds a count out of range")
-				break
+	if c := r.Changes; c != nil && !c.valid() {
+		bad("changes holds a count out of range")
+	}
+	if d := r.Drift; d != nil {
+		if !d.Changes.valid() {
+			bad("drift holds a count out of range")
+		}
+		if len(d.Resources) > MaxDriftResources {
+			bad("drift.resources holds more than %d addresses", MaxDriftResources)
+		}
+		for i, a := range d.Resources {
+			if a == "" || !line(a, MaxAddress) {
+				bad("drift.resources[%d] is empty, over %d bytes or holds control characters", i, MaxAddress)
 			}
 		}
 	}
@@ -176,6 +218,15 @@ func (r *Result) Validate() error {
 		}
 	}
 	return join(errs)
+}
+
+func (c Changes) valid() bool {
+	for _, n := range []int{c.Create, c.Update, c.Replace, c.Delete} {
+		if n < 0 || n > MaxCount {
+			return false
+		}
+	}
+	return true
 }
 
 // join joins errs on one line, "" when none: the message may reach a
@@ -210,6 +261,16 @@ func (r *Result) Marshal() ([]byte, error) {
 		e.Tail = Shorten(Clean(e.Tail), MaxTail)
 		c.Error = &e
 	}
+	if r.Drift != nil {
+		d := *r.Drift
+		d.Resources = nil
+		for _, a := range r.Drift.Resources {
+			if a = Shorten(cleanLine(a), MaxAddress); a != "" && len(d.Resources) < MaxDriftResources {
+				d.Resources = append(d.Resources, a)
+			}
+		}
+		c.Drift = &d
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -222,11 +283,14 @@ func (r *Result) Marshal() ([]byte, error) {
 			return b, nil
 		}
 		// Escapes can make the JSON longer than the text: give up tail,
-		// then image, by the excess until it fits.
+		// then drifted addresses (the counts stay), then image, by the
+		// excess until it fits.
 		over := len(b) - MaxBytes
 		switch {
 		case c.Error != nil && c.Error.Tail != "":
 			c.Error.Tail = Shorten(c.Error.Tail, max(0, len(c.Error.Tail)-over-16))
+		case c.Drift != nil && len(c.Drift.Resources) > 0:
+			c.Drift.Resources = c.Drift.Resources[:len(c.Drift.Resources)-1]
 		case c.Image != "":
 			c.Image = Shorten(c.Image, max(0, len(c.Image)-over-16))
 		default:

@@ -24,6 +24,8 @@ func TestRoundTripO1(t *testing.T) {
 		"failed":    failed(),
 		"succeeded": {Version: Version, Operation: OperationDestroy, Steps: []Step{{Name: StepInit}, {Name: StepDestroy}}, Changes: &Changes{Delete: 3}},
 		"minimal":   {Version: Version, Operation: OperationApply},
+		"drift": {Version: Version, Operation: OperationDrift, Steps: []Step{{Name: StepInit}, {Name: StepRefresh}, {Name: StepPlan, ExitCode: 2}},
+			Drift: &Drift{Changes: Changes{Update: 1, Replace: 1}, Resources: []string{"terraform_data.a", `aws_instance.b["x y"]`}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := r.Marshal()
@@ -61,6 +63,34 @@ func TestMarshalFitsO1(t *testing.T) {
 	require.Len(t, r.Image, 5000)
 }
 
+// TestMarshalDriftFitsO7: drift addresses are cleaned, cut to
+// MaxDriftResources and MaxAddress, and dropped from the end until the
+// document fits; the counts stay whole.
+func TestMarshalDriftFitsO7(t *testing.T) {
+	var addrs []string
+	for i := range 40 {
+		addrs = append(addrs, strings.Repeat(`\"`, 200)+string(rune('a'+i%26)))
+	}
+	addrs = append([]string{"bad\x1b[31maddress"}, addrs...)
+	r := &Result{Version: Version, Operation: OperationDrift, Drift: &Drift{Changes: Changes{Update: 41}, Resources: addrs}}
+	b, err := r.Marshal()
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(b), MaxBytes)
+	got, err := Unmarshal(b)
+	require.NoError(t, err)
+	require.Equal(t, 41, got.Drift.Update)
+	require.True(t, got.Drift.Found())
+	require.NotEmpty(t, got.Drift.Resources)
+	require.Less(t, len(got.Drift.Resources), MaxDriftResources, "escapes make 16 addresses too long: some are dropped")
+	require.Equal(t, "bad[31maddress", got.Drift.Resources[0])
+	for _, a := range got.Drift.Resources {
+		require.LessOrEqual(t, len(a), MaxAddress)
+	}
+	require.Len(t, r.Drift.Resources, 41, "the caller's Result is not changed")
+	require.False(t, (&Drift{}).Found())
+	require.False(t, (*Drift)(nil).Found())
+}
+
 // TestMarshalRefusesInvalid: a Result the manager would refuse is not
 // written.
 func TestMarshalRefusesInvalid(t *testing.T) {
@@ -96,6 +126,10 @@ func TestUnmarshalRefusesO1B10(t *testing.T) {
 		{"control characters in the tail", `{"version":1,"operation":"apply","error":{"kind":"step","tail":"a\u001b[31mred"}}`, "error.tail"},
 		{"a tail over MaxTail", `{"version":1,"operation":"apply","error":{"kind":"step","tail":"` + strings.Repeat("t", MaxTail+1) + `"}}`, "error.tail"},
 		{"a newline in the image", `{"version":1,"operation":"apply","image":"a\nb"}`, "image"},
+		{"negative drift count", `{"version":1,"operation":"drift","drift":{"delete":-1}}`, "drift holds"},
+		{"an empty drift address", `{"version":1,"operation":"drift","drift":{"resources":[""]}}`, "drift.resources[0]"},
+		{"a newline in a drift address", `{"version":1,"operation":"drift","drift":{"resources":["a\n` + secret + `"]}}`, "drift.resources[0]"},
+		{"too many drift addresses", `{"version":1,"operation":"drift","drift":{"resources":[` + strings.Repeat(`"a",`, MaxDriftResources) + `"a"]}}`, "more than 16"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := Unmarshal([]byte(tt.doc))
