@@ -108,6 +108,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		MaxActiveJobs:        d.Options.MaxActiveJobs,
 		ClusterMaxActiveJobs: d.Options.ClusterMaxActiveJobs,
 		StateBackups:         d.Options.StateBackups,
+		DriftDefaultInterval: d.Options.DriftDefaultInterval,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/captf/captf/pkg/admission"
+	"github.com/captf/captf/pkg/drift"
 	"github.com/captf/captf/pkg/statebackup"
 )
 
@@ -94,6 +95,10 @@ type Options struct {
 	// StateBackups is how many backups of each object's Terraform state
 	// are kept, one per serial; 0 takes none (SPEC O5, A3-43).
 	StateBackups int
+	// DriftDefaultInterval is the drift interval of an object that sets
+	// none, nor its cluster's spec.defaults.drift; 0 turns drift checks
+	// off (SPEC O7, A2-04).
+	DriftDefaultInterval time.Duration
 }
 
 // NewOptions returns the defaults of SPEC section 12.
@@ -123,6 +128,7 @@ func NewOptions() *Options {
 		MaxActiveJobs:          200,
 		ClusterMaxActiveJobs:   20,
 		StateBackups:           statebackup.DefaultKeep,
+		DriftDefaultInterval:   drift.DefaultInterval,
 	}
 }
 
@@ -156,6 +162,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RunnerImage, "runner-image", o.RunnerImage, "Image with the captf binary, copied into each Job by its init container (SPEC J5).")
 	fs.BoolVar(&o.RequireSourceConsent, "require-source-consent", o.RequireSourceConsent, "Use a source Secret only when it is labelled captf.io/credential=true and lists the identity in the annotation captf.io/credential-identities (SPEC C1). Recommended.")
 	fs.IntVar(&o.MaxActiveJobs, "max-active-jobs", o.MaxActiveJobs, "Terraform Jobs that run at once across the manager (unfinished Jobs labelled captf.io/managed=true, plus starts not yet seen); a Job beyond it waits with ApplyJobSucceeded=Unknown/WaitingForJobSlot, destroys first, then applies, each oldest first (SPEC O4). 0: no cap.")
+	fs.DurationVar(&o.DriftDefaultInterval, "drift-default-interval", o.DriftDefaultInterval, "How long after an object's newest finished run its drift check (refresh and plan, no apply) is due, where neither its spec.drift nor its cluster's spec.defaults.drift sets an interval; each object adds a fixed jitter under 10% (SPEC O7). 0: no drift checks.")
 	fs.IntVar(&o.ClusterMaxActiveJobs, "cluster-max-active-jobs", o.ClusterMaxActiveJobs, "Terraform Jobs that run at once for one TerraformCluster, its machines and its pools, where the cluster sets no spec.maxActiveJobs; beyond it Jobs wait like --max-active-jobs (SPEC O4). 0: no cap.")
 	fs.IntVar(&o.StateBackups, "state-backups", o.StateBackups, "Backups kept of each object's Terraform state: each new state serial read after a successful apply is copied to the Secret captf-state-backup-<suffix>-<serial>, the newest this many are kept and listed in status.stateBackups (SPEC O5). 0: no backups; at most 32.")
 }
@@ -215,6 +222,9 @@ func (o *Options) Validate() error {
 	}
 	if o.StateBackups < 0 || o.StateBackups > statebackup.MaxKeep {
 		errs = append(errs, fmt.Errorf("--state-backups must be between 0 (no backups) and %d, got %d", statebackup.MaxKeep, o.StateBackups))
+	}
+	if o.DriftDefaultInterval < 0 || o.DriftDefaultInterval%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--drift-default-interval must be 0 (no drift checks) or a positive whole number of seconds, got %s", o.DriftDefaultInterval))
 	}
 	if o.ClusterMaxActiveJobs < 0 {
 		errs = append(errs, fmt.Errorf("--cluster-max-active-jobs must be 0 (no cap) or more, got %d", o.ClusterMaxActiveJobs))

@@ -94,6 +94,8 @@ const (
 	// Actions of a Job.
 	ActionApply   = "apply"
 	ActionDestroy = "destroy"
+	// ActionDrift is a drift check (SPEC O7).
+	ActionDrift = "drift"
 
 	// Outcomes of a recorded run (status.lastApply.outcome and
 	// status.lastDestroy.outcome, in snake case).
@@ -110,7 +112,7 @@ var (
 	// JobRuns counts run outcomes this manager recorded in status.
 	JobRuns = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "captf_job_runs_total",
-		Help: "Finished apply and destroy Jobs whose outcome this manager process recorded in status.lastApply or status.lastDestroy, by action (apply, destroy) and outcome (succeeded, failed, deadline_exceeded). " +
+		Help: "Finished apply, destroy and drift Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy or status.lastDriftCheck, by action (apply, destroy, drift) and outcome (succeeded, failed, deadline_exceeded). " +
 			"Counted once, when the status write that records the run succeeds; a record already in status when the manager starts is not counted again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action", "outcome"})
@@ -155,12 +157,14 @@ func Register() {
 		// Every series of the Job counters exists from the start at 0, so
 		// a rate or a ratio (failed over all runs) has both sides before
 		// the first failure.
-		for _, action := range []string{ActionApply, ActionDestroy} {
+		for _, action := range []string{ActionApply, ActionDestroy, ActionDrift} {
 			for _, outcome := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeDeadlineExceeded} {
 				JobRuns.WithLabelValues(action, outcome)
 			}
-			for _, trigger := range []string{TriggerBackoff, TriggerAnnotation} {
-				JobRetries.WithLabelValues(action, trigger)
+			if action != ActionDrift { // a drift check is never retried (O7)
+				for _, trigger := range []string{TriggerBackoff, TriggerAnnotation} {
+					JobRetries.WithLabelValues(action, trigger)
+				}
 			}
 			JobsPruned.WithLabelValues(action)
 		}

@@ -3,6 +3,7 @@ package runclass
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -280,6 +281,13 @@ func NewRecord(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *Rec
 		}
 		if c := d.Changes; c != nil {
 			out.Changes = &Changes{Create: int32(c.Create), Update: int32(c.Update), Replace: int32(c.Replace), Delete: int32(c.Delete)}
+		}
+		if dr := d.Drift; dr != nil && action == v1alpha1.JobActionDrift {
+			// O7: counts and addresses, bounded by the document.
+			out.Drift = &v1alpha1.RunDrift{
+				RunChanges: Changes{Create: int32(dr.Create), Update: int32(dr.Update), Replace: int32(dr.Replace), Delete: int32(dr.Delete)},
+				Resources:  slices.Clone(dr.Resources),
+			}
 		}
 	}
 	if run.Image != "" {

@@ -10,14 +10,15 @@ import (
 )
 
 // ActionOf returns the action a Job was built for (its captf.io/action
-// annotation): v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, or "" when
+// annotation): v1alpha1.JobActionApply, v1alpha1.JobActionDestroy,
+// v1alpha1.JobActionDrift (SPEC O7), or "" when
 // the annotation is missing or holds anything else.
 func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
 	if job == nil {
 		return ""
 	}
 	switch a := v1alpha1.JobAction(job.Annotations[v1alpha1.AnnotationJobAction]); a {
-	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy:
+	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, v1alpha1.JobActionDrift:
 		return a
 	}
 	return ""

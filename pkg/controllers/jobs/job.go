@@ -140,7 +140,8 @@ type Params struct {
 	Namespace string
 	// Generation is the object's metadata.generation this Job is for.
 	Generation int64
-	// Action is v1alpha1.JobActionApply or v1alpha1.JobActionDestroy.
+	// Action is v1alpha1.JobActionApply, v1alpha1.JobActionDestroy or
+	// v1alpha1.JobActionDrift (SPEC O7: `captf runner drift`).
 	Action v1alpha1.JobAction
 	// ModuleImage is the object's spec.source.image.
 	ModuleImage string

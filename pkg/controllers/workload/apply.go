@@ -160,6 +160,16 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 	rec := recordRuns(w, set, v1alpha1.JobActionApply, now)
 	gen := w.obj.GetGeneration()
 	retry, retryNew := retryRequested(w, set)
+	if runningDrift(set) && coversGeneration(w, rec) {
+		// O7: a drift check of the applied generation runs; the apply's
+		// condition stays what its record says.
+		var next time.Time
+		if rec.Outcome != v1alpha1.RunSucceeded {
+			next = retryAt(rec)
+		}
+		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
+		return false, runPlan{}
+	}
 	if set.running != nil {
 		g, _ := jobs.GenerationOf(set.running)
 		if jobs.ActionOf(set.running) == v1alpha1.JobActionApply && g == gen {
@@ -208,7 +218,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		return false, runPlan{}
 	case !creds.ready:
 		if !done {
-			if set.latest != nil {
+			if set.latest != nil && jobs.ActionOf(set.latest) != v1alpha1.JobActionDrift {
 				c.reportJob(w, set.latest, now)
 			} else {
 				setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,

@@ -49,6 +49,9 @@ type Options struct {
 	// StateBackups is how many backups of each object's Terraform state
 	// are kept, one per serial (SPEC O5); 0 takes none.
 	StateBackups int
+	// DriftDefaultInterval is the drift interval where neither the object
+	// nor its cluster sets one; 0 is no drift checks (SPEC O7).
+	DriftDefaultInterval time.Duration
 }
 
 // Informers are the informers the controller reads.

@@ -104,9 +104,10 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		// The finalizer was set but no apply Job was ever created: nothing
 		// to destroy.
 		return true, nil
-	case set.running != nil && jobs.ActionOf(set.running) == v1alpha1.JobActionApply:
+	case set.running != nil && (jobs.ActionOf(set.running) == v1alpha1.JobActionApply || jobs.ActionOf(set.running) == v1alpha1.JobActionDrift):
+		// An apply, or a drift check (O7), ends before the destroy starts.
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
-			"waiting for apply Job %s to end before destroying", set.running.Name)
+			"waiting for %s Job %s to end before destroying", jobs.ActionOf(set.running), set.running.Name)
 		return false, nil
 	case set.running != nil:
 		c.reportJob(w, set.running, now)

@@ -114,12 +114,16 @@ func (c *Controller) reportRun(ctx context.Context, w *workload, j *batchv1.Job,
 }
 
 // newestRun returns the newest of the recorded runs: the one that
-// finished last, the destroy when both finished at once.
+// finished last, the destroy when both finished at once, then the apply
+// over a drift check (O7: at most one Job runs, so ties are records
+// written at once by an adoption).
 func newestRun(st *v1alpha1.WorkloadStatus) (v1alpha1.JobAction, *v1alpha1.RunRecord) {
 	a, d := st.LastApply, st.LastDestroy
 	switch {
 	case d != nil && (a == nil || !d.FinishTime.Before(&a.FinishTime)):
 		return v1alpha1.JobActionDestroy, d
+	case st.LastDriftCheck != nil && (a == nil || a.FinishTime.Before(&st.LastDriftCheck.FinishTime)):
+		return v1alpha1.JobActionDrift, st.LastDriftCheck
 	case a != nil:
 		return v1alpha1.JobActionApply, a
 	}

@@ -86,6 +86,10 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 	}
 	gen, _ := jobs.GenerationOf(j)
 	hash := jobs.SourceHashOf(j)
+	if jobs.ActionOf(j) == v1alpha1.JobActionDrift {
+		// O7: only an apply's hash is compared with the mirror's (C6).
+		hash = ""
+	}
 	if len(hash) > maxRecordedHash {
 		// Not a hash the manager wrote (M4: 64 hex characters); the
 		// schema would refuse it.
@@ -121,8 +125,11 @@ func newerRecord(a, b *v1alpha1.RunRecord) bool {
 // recordSlot returns the status field that records action's newest
 // finished Job.
 func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
-	if action == v1alpha1.JobActionDestroy {
+	switch action {
+	case v1alpha1.JobActionDestroy:
 		return &w.status.LastDestroy
+	case v1alpha1.JobActionDrift:
+		return &w.status.LastDriftCheck // O7
 	}
 	return &w.status.LastApply
 }
@@ -156,13 +163,13 @@ func recordRuns(w *workload, set jobSet, action v1alpha1.JobAction, now time.Tim
 // finds the same record again, counts nothing; a write that fails counts
 // nothing, and the pass that later writes the record counts it (T7).
 func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
-	slots := func(st *v1alpha1.WorkloadStatus) [2]*v1alpha1.RunRecord {
+	slots := func(st *v1alpha1.WorkloadStatus) [3]*v1alpha1.RunRecord {
 		if st == nil {
-			return [2]*v1alpha1.RunRecord{}
+			return [3]*v1alpha1.RunRecord{}
 		}
-		return [2]*v1alpha1.RunRecord{st.LastApply, st.LastDestroy}
+		return [3]*v1alpha1.RunRecord{st.LastApply, st.LastDestroy, st.LastDriftCheck}
 	}
-	actions := [2]string{metrics.ActionApply, metrics.ActionDestroy}
+	actions := [3]string{metrics.ActionApply, metrics.ActionDestroy, metrics.ActionDrift}
 	now, was, wrote := slots(written), slots(before), slots(last)
 	for i, r := range now {
 		if r == nil || sameRun(r, was[i]) || sameRun(r, wrote[i]) {
@@ -199,6 +206,8 @@ func actionLabel(a v1alpha1.JobAction) string {
 		return metrics.ActionApply
 	case v1alpha1.JobActionDestroy:
 		return metrics.ActionDestroy
+	case v1alpha1.JobActionDrift:
+		return metrics.ActionDrift
 	}
 	return "unknown"
 }

@@ -27,7 +27,8 @@ const waitRequeue = time.Minute
 //     applyStep in apply.go) or syncDeleting (deleting.go); they set
 //     conditions and queue events on w, and write mirrors and Jobs; then
 //     lastRunStep (lastrun.go) records the newest recorded run's result
-//     in status.lastRun, once per Job (O1);
+//     in status.lastRun, once per Job (O1), and driftCondition
+//     (drift.go) DriftDetected from a drift check's (O7);
 //  3. summarize Ready, emit the events of what changed (emitEvents, the one
 //     event point), write the status once if it changed;
 //  4. a finished deletion releases its mirrors and the finalizer last (V3).
@@ -69,6 +70,7 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	c.settleSlot(w, passErr) // O4: a Job no longer due stops waiting
 	// O1: status.lastRun of the newest recorded run, read once per Job.
 	passErr = errors.Join(passErr, c.lastRunStep(ctx, w))
+	driftCondition(w, c.clock.Now()) // O7: DriftDetected from a drift run
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
 	c.deleteRunSecrets(ctx, w, before)
@@ -81,7 +83,8 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 
 // syncNormal is the pass of a non-deleting object: the credential step on
 // every pass (M6), the Cluster API dependencies and inputs (K2-K6,
-// contract.go), then the apply Job (J1), then the outputs of a new
+// contract.go), then the apply Job (J1), then the drift check (O7,
+// drift.go), then the outputs of a new
 // successful apply (T4, outputs.go), then the Cluster API fields and
 // status from them (T5, K7, capi.go). It returns the object as stored
 // when it had to update it (the finalizer, the Cluster API fields).
@@ -94,6 +97,10 @@ func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, er
 		return w, err
 	}
 	if w, err = c.applyStep(ctx, w, creds); err != nil {
+		return w, err
+	}
+	// O7: a drift check once the generation is applied and idle.
+	if w, err = c.driftStep(ctx, w, creds); err != nil {
 		return w, err
 	}
 	// T5: a standalone object is provisioned by its recorded success,

@@ -45,6 +45,11 @@ const (
 	// ConditionReady summarises the others: True only when every one is True.
 	// It carries the reason and message of the first that is not.
 	ConditionReady ConditionType = "Ready"
+	// ConditionDriftDetected says what the newest drift check found (SPEC
+	// O7, upstream A1-163): True when the infrastructure differs from what
+	// the module says, False when it does not, Unknown when the check
+	// failed. Absent until a drift check has finished.
+	ConditionDriftDetected ConditionType = "DriftDetected"
 )
 
 // Condition types of TerraformClusterIdentity.
@@ -137,6 +142,18 @@ const (
 	// (--max-active-jobs, or the cluster's spec.maxActiveJobs); it starts
 	// when a slot frees, destroys first (SPEC O4, A1-155).
 	ReasonWaitingForJobSlot ConditionReason = "WaitingForJobSlot"
+)
+
+// Reasons of DriftDetected (SPEC O7, upstream A1-163).
+const (
+	// ReasonNoDrift: the newest drift check found no change to make.
+	ReasonNoDrift ConditionReason = "NoDrift"
+	// ReasonDriftReported: the newest drift check found changes; they are
+	// reported, not applied.
+	ReasonDriftReported ConditionReason = "DriftReported"
+	// ReasonDriftNotChecked: the newest drift Job did not finish its plan
+	// (it failed or ran past its deadline).
+	ReasonDriftNotChecked ConditionReason = "DriftNotChecked"
 )
 
 // Reasons of OutputsAvailable (SPEC T4).
@@ -335,6 +352,12 @@ const (
 	// EventPlanSummary (Normal, workload): the changes a recorded run
 	// planned (SPEC O1, upstream A3-73).
 	EventPlanSummary = "PlanSummary"
+	// EventDriftDetected (Warning, workload): a drift check found changes,
+	// and which resources (SPEC O7, upstream A7-20).
+	EventDriftDetected = "DriftDetected"
+	// EventDriftResolved (Normal, workload): a drift check found none
+	// after one that did (SPEC O7, upstream A7-20).
+	EventDriftResolved = "DriftResolved"
 	// EventDigestPinned (Normal, workload): status.source.imageDigest was
 	// recorded from a successful apply's pod (SPEC O6, upstream A3-72).
 	EventDigestPinned = "DigestPinned"

@@ -104,7 +104,7 @@ type LastRun struct {
 	// +kubebuilder:validation:MaxLength=253
 	Job string `json:"job"`
 
-	// Operation is what the Job ran: apply or destroy.
+	// Operation is what the Job ran: apply, destroy or drift.
 	Operation JobAction `json:"operation"`
 
 	// Generation is the object's metadata.generation the Job ran for.
@@ -150,6 +150,11 @@ type LastRun struct {
 	// +optional
 	Changes *RunChanges `json:"changes,omitempty"`
 
+	// Drift is what a drift check found, when its plan ran to its end
+	// (SPEC O7, A1-81).
+	// +optional
+	Drift *RunDrift `json:"drift,omitempty"`
+
 	// Error says why the run did not succeed; unset when it did (A1-80).
 	// +optional
 	Error *RunError `json:"error,omitempty"`
@@ -157,7 +162,7 @@ type LastRun struct {
 
 // RunStep is one step of a run (upstream A1-79).
 type RunStep struct {
-	// Name is setup, init, apply or destroy.
+	// Name is setup, init, apply, destroy, refresh or plan.
 	// +kubebuilder:validation:MaxLength=16
 	Name string `json:"name"`
 	// ExitCode is the step's exit code (128+n when signal n ended it).

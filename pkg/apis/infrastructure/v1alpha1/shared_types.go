@@ -106,7 +106,7 @@ type JobsSpec struct {
 }
 
 // JobAction is what a Job does with the module.
-// +kubebuilder:validation:Enum=apply;destroy
+// +kubebuilder:validation:Enum=apply;destroy;drift
 type JobAction string
 
 const (
@@ -114,6 +114,9 @@ const (
 	JobActionApply JobAction = "apply"
 	// JobActionDestroy runs `terraform destroy`.
 	JobActionDestroy JobAction = "destroy"
+	// JobActionDrift runs `terraform apply -refresh-only` and `terraform
+	// plan -refresh=false`: a drift check, never an apply (SPEC O7).
+	JobActionDrift JobAction = "drift"
 )
 
 // JobReference records a Job the manager created for an object.
@@ -158,6 +161,12 @@ type WorkloadStatus struct {
 	// is gone.
 	// +optional
 	LastDestroy *RunRecord `json:"lastDestroy,omitempty"`
+
+	// LastDriftCheck records the newest finished drift Job, like
+	// LastApply (SPEC O7, upstream A1-82): the next check is due an
+	// interval after the newest of these records.
+	// +optional
+	LastDriftCheck *RunRecord `json:"lastDriftCheck,omitempty"`
 
 	// LastRun is the newest finished run, from the runner's result
 	// document in its pod's termination message (SPEC O1): the steps with

@@ -59,6 +59,12 @@ type TerraformClusterSpec struct {
 	// +kubebuilder:default={}
 	Jobs JobsSpec `json:"jobs,omitempty"`
 
+	// Drift schedules drift checks (SPEC O7): a Job that refreshes the
+	// state and plans, never applies, after spec.drift.intervalSeconds
+	// without a run; DriftDetected reports what it found.
+	// +optional
+	Drift *DriftSpec `json:"drift,omitempty"`
+
 	// StatePolicy: deletionPolicy and adoptRetainedState (SPEC O5).
 	StatePolicy `json:",inline"`
 
@@ -136,6 +142,12 @@ type ClusterDefaults struct {
 	// (SPEC I3).
 	// +optional
 	IdentityRef *IdentityReference `json:"identityRef,omitempty"`
+
+	// Drift is the drift schedule of a machine or pool of this cluster
+	// that sets no spec.drift of its own (SPEC O7, A1-101). Never used by
+	// the cluster itself.
+	// +optional
+	Drift *DriftSpec `json:"drift,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -52,6 +52,12 @@ type TerraformMachinePoolSpec struct {
 	// +kubebuilder:default={}
 	Jobs JobsSpec `json:"jobs,omitempty"`
 
+	// Drift schedules drift checks (SPEC O7): a Job that refreshes the
+	// state and plans, never applies, after spec.drift.intervalSeconds
+	// without a run; DriftDetected reports what it found.
+	// +optional
+	Drift *DriftSpec `json:"drift,omitempty"`
+
 	// StatePolicy: deletionPolicy and adoptRetainedState (SPEC O5).
 	StatePolicy `json:",inline"`
 
