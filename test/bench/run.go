@@ -85,6 +85,7 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 		{"steady", b.steady},
 		{"restart", b.restart},
 		{"s4pass", b.identityPass},
+		{"jobs", b.jobs},
 	}
 	for _, s := range steps {
 		// Rotation and steady run on the fan-out's fleet: build it (without
@@ -353,6 +354,10 @@ func configMap(c *Config) map[string]any {
 		"sharedObjects":       c.SharedObjects,
 		"sharedNamespaces":    c.SharedNamespaces,
 		"sharedIdentities":    c.SharedIdentities,
+		"jobObjects":          c.JobObjects,
+		"jobNamespaces":       c.JobNamespaces,
+		"jobCap":              c.JobCap,
+		"jobHold":             c.JobHold.String(),
 		"qps":                 c.QPS,
 		"burst":               c.Burst,
 		"workers":             c.Workers,
