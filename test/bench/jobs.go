@@ -218,12 +218,7 @@ func (b *bench) jobs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	writes := 0.0
-	for k, v := range d.Requests() {
-		if verb, _, _ := strings.Cut(k, " "); verb == "create" || verb == "update" || verb == "patch" || verb == "delete" {
-			writes += v
-		}
-	}
+	writes := writesOf(d)
 	r.add(sc, "writes in the next --sync-period pass (must be 0)", writes, unitCount)
 	r.requests(sc, "one resync pass after the herd", d)
 	if writes > 0 {

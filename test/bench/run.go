@@ -86,6 +86,7 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 		{"restart", b.restart},
 		{"s4pass", b.identityPass},
 		{"jobs", b.jobs},
+		{"capi", b.capi},
 	}
 	for _, s := range steps {
 		// Rotation and steady run on the fan-out's fleet: build it (without
@@ -358,6 +359,9 @@ func configMap(c *Config) map[string]any {
 		"jobNamespaces":       c.JobNamespaces,
 		"jobCap":              c.JobCap,
 		"jobHold":             c.JobHold.String(),
+		"capiClusters":        c.CAPIClusters,
+		"capiMachines":        c.CAPIMachines,
+		"capiIdentities":      c.CAPIIdentities,
 		"qps":                 c.QPS,
 		"burst":               c.Burst,
 		"workers":             c.Workers,
