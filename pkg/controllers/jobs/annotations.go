@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/drift"
 )
 
 // ActionOf returns the action a Job was built for (its captf.io/action
@@ -22,6 +23,19 @@ func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
 		return a
 	}
 	return ""
+}
+
+// DriftRemediationOf returns a Job's captf.io/drift-remediation (SPEC
+// O7), 0 when absent or not a number from 0 to drift.MaxRemediations.
+func DriftRemediationOf(job *batchv1.Job) int {
+	if job == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(job.Annotations[v1alpha1.AnnotationJobDriftRemediation])
+	if err != nil || n < 0 || n > drift.MaxRemediations {
+		return 0
+	}
+	return n
 }
 
 // ReapplyOf returns a Job's re-apply number (SPEC C6); 0 for a first apply

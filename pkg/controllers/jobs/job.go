@@ -174,6 +174,9 @@ type Params struct {
 	// re-apply is named by [AttemptName]; every attempt above 1 is recorded
 	// as captf.io/attempt.
 	Attempt int
+	// DriftRemediation is recorded as captf.io/drift-remediation when
+	// above 0 (SPEC O7).
+	DriftRemediation int
 	// Retry is the captf.io/retry value this Job acts on (SPEC T7),
 	// recorded on the Job; "" records nothing.
 	Retry string
@@ -240,6 +243,9 @@ func Build(p Params) *batchv1.Job {
 	}
 	if p.Attempt > 1 {
 		annotations[v1alpha1.AnnotationJobAttempt] = strconv.Itoa(p.Attempt)
+	}
+	if p.DriftRemediation > 0 {
+		annotations[v1alpha1.AnnotationJobDriftRemediation] = strconv.Itoa(p.DriftRemediation)
 	}
 	if p.Retry != "" {
 		annotations[v1alpha1.AnnotationRetry] = p.Retry

@@ -16,6 +16,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/drift"
 	"github.com/captf/captf/pkg/metrics"
 	"github.com/captf/captf/pkg/runclass"
 	"github.com/captf/captf/pkg/slots"
@@ -115,6 +116,10 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	}
 	if j != nil {
 		c.reportJob(w, j, now)
+		if plan.remediation > 0 && plan.trigger == "" {
+			w.normal(v1alpha1.EventDriftRemediationStarted, "apply Job %s puts back the drift that drift Job %s found (%d of at most %d in a row)",
+				j.Name, w.status.LastDriftCheck.JobName, plan.remediation, drift.MaxRemediations)
+		}
 	}
 	return w, nil
 }
@@ -182,6 +187,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 	}
 	done := coversGeneration(w, rec) // T5: the manager's own field write is not a new generation
 	plan := runPlan{attempt: nextAttempt(w, set, v1alpha1.JobActionApply, gen)}
+	remedy := remediation(w) // O7
 	if retryNew {
 		plan.retry = retry
 	}
@@ -200,6 +206,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			// K6: the inputs rendered now differ from the recorded run's
 			// (a MachinePool's replicas, a cluster's exports, a pool's
 			// bootstrap data): the next attempt applies them at once.
+		case rec.Outcome == v1alpha1.RunSucceeded && remedy > 0:
+			// O7: a drift check under Remediate found drift.
+			plan.remediation = remedy
 		case rec.Outcome == v1alpha1.RunSucceeded:
 			return false, runPlan{}
 		case now.Before(next):
@@ -207,6 +216,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			return false, runPlan{}
 		default:
 			plan.trigger = metrics.TriggerBackoff
+			plan.remediation = int(rec.DriftRemediation) // O7: still the same row
 		}
 	}
 	switch {
@@ -315,6 +325,7 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		Reapply:               plan.reapply,
 		Attempt:               plan.attempt,
 		Retry:                 plan.retry,
+		DriftRemediation:      plan.remediation,
 		Variables:             v1alpha1.VariablesOf(w.robj),
 		LockTimeoutSeconds:    w.jobs.LockTimeoutSeconds,
 		PodSecurityContext:    w.jobs.PodSecurityContext,

@@ -65,7 +65,7 @@ func (c *Controller) driftStep(ctx context.Context, w *workload, creds credentia
 	if w, err = c.prepareStart(ctx, w); err != nil {
 		return w, err
 	}
-	plan := runPlan{attempt: nextAttempt(w, set, v1alpha1.JobActionDrift, w.obj.GetGeneration())}
+	plan := runPlan{attempt: nextAttempt(w, set, v1alpha1.JobActionDrift, w.obj.GetGeneration()), remediation: driftRow(w)}
 	j, err := c.createJob(ctx, w, v1alpha1.JobActionDrift, creds, plan)
 	c.releaseSlot(w, j, err)
 	return w, err
@@ -139,6 +139,12 @@ func driftCondition(w *workload, now time.Time) {
 	case l.Outcome != v1alpha1.RunSucceeded || l.Drift == nil:
 		setCondition(w, now, v1alpha1.ConditionDriftDetected, metav1.ConditionUnknown, v1alpha1.ReasonDriftNotChecked,
 			"%s did not finish its plan (%s); see status.lastRun; the next check is due an interval after it", what, l.Outcome)
+	case driftFound(l.Drift) && driftAction(w) == v1alpha1.DriftRemediate && int(chk.DriftRemediation) < drift.MaxRemediations:
+		setCondition(w, now, v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftRemediating,
+			"%s found drift: %s; an apply puts it back (%d of at most %d in a row)", what, driftSummary(l.Drift), chk.DriftRemediation+1, drift.MaxRemediations)
+	case driftFound(l.Drift) && driftAction(w) == v1alpha1.DriftRemediate:
+		setCondition(w, now, v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftReported,
+			"%s found drift: %s; %d applies in a row did not remove it: reported, not applied, until a check finds none or the spec changes", what, driftSummary(l.Drift), drift.MaxRemediations)
 	case driftFound(l.Drift):
 		setCondition(w, now, v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftReported,
 			"%s found drift: %s; reported, not applied", what, driftSummary(l.Drift))
@@ -176,4 +182,64 @@ func driftSummary(d *v1alpha1.RunDrift) string {
 // apply like any running Job, but says nothing about the apply.
 func runningDrift(set jobSet) bool {
 	return set.running != nil && jobs.ActionOf(set.running) == v1alpha1.JobActionDrift
+}
+
+// driftAction is w's drift action: its spec.drift.action, else, for a
+// pool, its cluster's spec.defaults.drift.action; Report when none. A
+// machine reports only (the CRD refuses Remediate on it; a cluster's
+// default does not reach it).
+func driftAction(w *workload) v1alpha1.DriftAction {
+	if w.kind.name == v1alpha1.KindTerraformMachine {
+		return v1alpha1.DriftReport
+	}
+	if s := v1alpha1.DriftOf(w.robj); s != nil && s.Action != "" {
+		return s.Action
+	}
+	if cl := w.contract.cluster; cl != nil && w.kind.name == v1alpha1.KindTerraformMachinePool && cl.Spec.Defaults != nil && cl.Spec.Defaults.Drift != nil && cl.Spec.Defaults.Drift.Action != "" {
+		return cl.Spec.Defaults.Drift.Action
+	}
+	return v1alpha1.DriftReport
+}
+
+// lastCheckFoundDrift returns the newest drift check when it is newer
+// than the newest apply and status.lastRun says it found drift.
+func lastCheckFoundDrift(w *workload) *v1alpha1.RunRecord {
+	a, chk, l := w.status.LastApply, w.status.LastDriftCheck, w.status.LastRun
+	if chk == nil || (a != nil && !a.FinishTime.Before(&chk.FinishTime)) {
+		return nil
+	}
+	if l == nil || !describes(l, chk) || l.Outcome != v1alpha1.RunSucceeded || l.Drift == nil || !driftFound(l.Drift) {
+		return nil
+	}
+	return chk
+}
+
+// driftRow is the row of drift remediations a drift Job starting now
+// continues (O7, A3-59): the newest apply's number when it came after the
+// last check (0: an apply of a spec change ends the row); else the last
+// check's row while it found drift; 0 once a check found none.
+func driftRow(w *workload) int {
+	a, chk := w.status.LastApply, w.status.LastDriftCheck
+	if chk == nil || (a != nil && !a.FinishTime.Before(&chk.FinishTime)) {
+		if a == nil {
+			return 0
+		}
+		return int(a.DriftRemediation)
+	}
+	if found := lastCheckFoundDrift(w); found != nil {
+		return int(found.DriftRemediation)
+	}
+	return 0
+}
+
+// remediation returns the number in its row of the apply the newest drift
+// check calls for, 0 for none: the check came after the newest apply and
+// found drift, the action is Remediate, and fewer than
+// drift.MaxRemediations applies are in the row.
+func remediation(w *workload) int {
+	chk := lastCheckFoundDrift(w)
+	if chk == nil || !drift.Remediate(driftAction(w) == v1alpha1.DriftRemediate, true, int(chk.DriftRemediation)) {
+		return 0
+	}
+	return int(chk.DriftRemediation) + 1
 }

@@ -258,3 +258,95 @@ func (f *fixture) statusOf(t *testing.T, name string) *v1alpha1.WorkloadStatus {
 	require.NoError(t, err)
 	return &o.(*v1alpha1.TerraformCluster).Status
 }
+
+// driftCycle runs one drift check of c1 that finds found: the clock to
+// when it is due, the pass that starts it, its end, and the pass that
+// records it. It returns the drift Job.
+func (f *fixture) driftCycle(c1 *v1alpha1.TerraformCluster, found *runresult.Drift) *batchv1.Job {
+	f.t.Helper()
+	st := f.statusOf(f.t, "c1")
+	last := st.LastApply.FinishTime.Time
+	if chk := st.LastDriftCheck; chk != nil && chk.FinishTime.After(last) {
+		last = chk.FinishTime.Time
+	}
+	f.Clock.SetTime(driftDue(c1, last, driftInterval))
+	require.NoError(f.t, f.sync(kindCluster, "c1"))
+	created := f.createdJobs()
+	require.Len(f.t, created, 1, "actions: %v", f.allActions())
+	j := created[0]
+	require.Equal(f.t, v1alpha1.JobActionDrift, jobs.ActionOf(j))
+	f.catchUp()
+	f.Clock.Step(time.Minute)
+	f.finishDrift(j, jobSucceeded, driftDoc(f.t, found))
+	require.NoError(f.t, f.sync(kindCluster, "c1"))
+	f.catchUp()
+	return j
+}
+
+// finishApply ends the created apply Job j successfully a minute later.
+func (f *fixture) finishApply(j *batchv1.Job) {
+	f.t.Helper()
+	f.catchUp()
+	f.Clock.Step(time.Minute)
+	f.finishAt(j.Name, jobSucceeded)
+	f.catchUp()
+	require.NoError(f.t, f.sync(kindCluster, "c1"))
+	f.catchUp()
+	f.PopEvents()
+}
+
+// O7 (A3-59): under Remediate, drift found starts an apply of the
+// current generation (the next attempt, DriftRemediationStarted,
+// DriftDetected=True/DriftRemediating); at most 3 in a row: the fourth
+// drift is reported, not applied. A check that finds none ends the row.
+func TestSyncO7RemediateAtMostThreeInARow(t *testing.T) {
+	f := newFixture(t, withDriftDefault(driftInterval))
+	f.stampJobCreation()
+	c1 := f.appliedCluster(epoch.Add(-time.Minute), func(c *v1alpha1.TerraformCluster) {
+		c.Spec.Drift = &v1alpha1.DriftSpec{Action: v1alpha1.DriftRemediate}
+	})
+	found := &runresult.Drift{Changes: runresult.Changes{Update: 1}, Resources: []string{"terraform_data.server"}}
+	for n := 1; n <= 3; n++ {
+		chk := f.driftCycle(c1, found)
+		require.Equal(t, n-1, jobs.DriftRemediationOf(chk), "the drift Job carries the row so far")
+		requireCondition(t, f.statusOf(t, "c1"), v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftRemediating)
+		f.PopEvents()
+		require.NoError(t, f.sync(kindCluster, "c1"))
+		created := f.createdJobs()
+		require.Len(t, created, 1, "remediation %d: actions %v", n, f.allActions())
+		apply := created[0]
+		require.Equal(t, v1alpha1.JobActionApply, jobs.ActionOf(apply))
+		require.Equal(t, n, jobs.DriftRemediationOf(apply))
+		require.Equal(t, n+1, jobs.AttemptOf(apply), "the next attempt of generation 1")
+		require.Contains(t, eventReasons(f.PopEvents()), "Normal "+v1alpha1.EventDriftRemediationStarted)
+		f.finishApply(apply)
+		require.Equal(t, int32(n), f.statusOf(t, "c1").LastApply.DriftRemediation, "%+v", f.statusOf(t, "c1").LastApply)
+	}
+	// The fourth: reported, not applied.
+	f.driftCycle(c1, found)
+	cond := requireCondition(t, f.statusOf(t, "c1"), v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftReported)
+	require.Contains(t, cond.Message, "3 applies in a row did not remove it")
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	require.Empty(t, f.createdJobs(), "the cap holds")
+	require.Empty(t, f.writes())
+
+	// A clean check ends the row: the next drift starts from 0 again.
+	f.driftCycle(c1, &runresult.Drift{})
+	requireCondition(t, f.statusOf(t, "c1"), v1alpha1.ConditionDriftDetected, metav1.ConditionFalse, v1alpha1.ReasonNoDrift)
+	chk := f.driftCycle(c1, found)
+	require.Zero(t, jobs.DriftRemediationOf(chk))
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	require.Len(t, f.createdJobs(), 1, "remediation again after a clean check")
+	require.Equal(t, 1, jobs.DriftRemediationOf(f.createdJobs()[0]))
+}
+
+// O7: Report (the default) never applies on drift.
+func TestSyncO7ReportNeverApplies(t *testing.T) {
+	f := newFixture(t, withDriftDefault(driftInterval))
+	f.stampJobCreation()
+	c1 := f.appliedCluster(epoch.Add(-time.Minute))
+	f.driftCycle(c1, &runresult.Drift{Changes: runresult.Changes{Delete: 1}, Resources: []string{"aws_instance.a"}})
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	require.Empty(t, f.createdJobs())
+	requireCondition(t, f.statusOf(t, "c1"), v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftReported)
+}

@@ -56,6 +56,9 @@ type runPlan struct {
 	attempt int
 	// reapply numbers a re-apply on rotation (C6); 0 otherwise.
 	reapply int
+	// remediation numbers an apply in a row of drift remediations, or, on
+	// a drift Job, the row so far (O7); 0 otherwise.
+	remediation int
 	// retry is the captf.io/retry token the Job acts on, "" when none.
 	retry string
 	// trigger says why the Job runs its generation's action again after a
@@ -103,6 +106,8 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 		FinishTime: metav1.NewTime(finish.UTC().Truncate(time.Second)),
 		Attempt:    int32(jobs.AttemptOf(j)),
 		InputsHash: jobs.InputsHashOf(j),
+		// O7: the row of drift remediations the Job was part of.
+		DriftRemediation: int32(jobs.DriftRemediationOf(j)),
 	}
 }
 

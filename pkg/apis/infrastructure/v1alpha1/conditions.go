@@ -154,6 +154,9 @@ const (
 	// ReasonDriftNotChecked: the newest drift Job did not finish its plan
 	// (it failed or ran past its deadline).
 	ReasonDriftNotChecked ConditionReason = "DriftNotChecked"
+	// ReasonDriftRemediating: the newest drift check found changes and,
+	// under action Remediate, an apply puts them back.
+	ReasonDriftRemediating ConditionReason = "DriftRemediating"
 )
 
 // Reasons of OutputsAvailable (SPEC T4).
@@ -358,6 +361,9 @@ const (
 	// EventDriftResolved (Normal, workload): a drift check found none
 	// after one that did (SPEC O7, upstream A7-20).
 	EventDriftResolved = "DriftResolved"
+	// EventDriftRemediationStarted (Normal, workload): an apply started to
+	// put drift back (SPEC O7, upstream A7-20).
+	EventDriftRemediationStarted = "DriftRemediationStarted"
 	// EventDigestPinned (Normal, workload): status.source.imageDigest was
 	// recorded from a successful apply's pod (SPEC O6, upstream A3-72).
 	EventDigestPinned = "DigestPinned"

@@ -59,6 +59,15 @@ type RunRecord struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
 	Attempt int32 `json:"attempt"`
+
+	// DriftRemediation counts the drift remediations in a row (SPEC O7):
+	// on an apply started by a drift check under Remediate, its number in
+	// the row (1-3); on a drift check, the row so far when it started.
+	// Unset for an apply of a spec change, which ends the row.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3
+	DriftRemediation int32 `json:"driftRemediation,omitempty"`
 }
 
 // RunErrorKind says what ended a run that did not succeed (SPEC O1;

@@ -58,7 +58,9 @@ type TerraformMachineSpec struct {
 	// Drift schedules drift checks (SPEC O7): a Job that refreshes the
 	// state and plans, never applies, after spec.drift.intervalSeconds
 	// without a run; DriftDetected reports what it found.
+	// A machine reports drift only (SPEC O7): action Remediate is refused.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.action) || self.action == 'Report'",message="spec.drift.action of a TerraformMachine must be Report: machines report drift only; Cluster API replaces a machine, it is not re-applied (O7)"
 	Drift *DriftSpec `json:"drift,omitempty"`
 
 	// StatePolicy: deletionPolicy and adoptRetainedState (SPEC O5).

@@ -29,6 +29,10 @@ const (
 	AnnotationJobAction = "captf.io/action"
 	// AnnotationJobReapply numbers a re-apply Job of a generation (SPEC C6).
 	AnnotationJobReapply = "captf.io/reapply"
+	// AnnotationJobDriftRemediation counts drift remediations in a row
+	// (SPEC O7, upstream A3-92): on a remediation apply Job its number,
+	// on a drift Job the row when it started.
+	AnnotationJobDriftRemediation = "captf.io/drift-remediation"
 	// AnnotationJobAttempt numbers a Job among the Jobs of its object,
 	// action and generation (SPEC T7); absent means attempt 1 (or, on a
 	// re-apply Job created before T7, 1 + its re-apply number).
