@@ -165,24 +165,8 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 	rec := recordRuns(w, set, v1alpha1.JobActionApply, now)
 	gen := w.obj.GetGeneration()
 	retry, retryNew := retryRequested(w, set)
-	if runningDrift(set) && coversGeneration(w, rec) {
-		// O7: a drift check of the applied generation runs; the apply's
-		// condition stays what its record says.
-		var next time.Time
-		if rec.Outcome != v1alpha1.RunSucceeded {
-			next = retryAt(rec)
-		}
-		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
-		return false, runPlan{}
-	}
 	if set.running != nil {
-		g, _ := jobs.GenerationOf(set.running)
-		if jobs.ActionOf(set.running) == v1alpha1.JobActionApply && g == gen {
-			c.reportJob(w, set.running, now)
-		} else {
-			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
-				"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
-		}
+		c.reportRunning(w, set, rec, now)
 		return false, runPlan{}
 	}
 	done := coversGeneration(w, rec) // T5: the manager's own field write is not a new generation

@@ -310,6 +310,28 @@ func (c *Controller) reportRecord(w *workload, action v1alpha1.JobAction, rec *v
 	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason, "%s failed%s; see its logs; %s", what, detail, retry)
 }
 
+// reportRunning sets ApplyJobSucceeded while a Job of w runs: the apply
+// of this generation is reported as running; a drift check of the
+// applied generation leaves the condition as the apply's record says
+// (O7); any other Job holds the generation's apply until it ends.
+func (c *Controller) reportRunning(w *workload, set jobSet, rec *v1alpha1.RunRecord, now time.Time) {
+	gen := w.obj.GetGeneration()
+	g, _ := jobs.GenerationOf(set.running)
+	switch {
+	case runningDrift(set) && coversGeneration(w, rec):
+		var next time.Time
+		if rec.Outcome != v1alpha1.RunSucceeded {
+			next = retryAt(rec)
+		}
+		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
+	case jobs.ActionOf(set.running) == v1alpha1.JobActionApply && g == gen:
+		c.reportJob(w, set.running, now)
+	default:
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
+			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
+	}
+}
+
 // detailOf returns the Job controller's message of the recorded Job when
 // it is still in set, "" otherwise.
 func detailOf(set jobSet, rec *v1alpha1.RunRecord) string {
