@@ -350,3 +350,13 @@ func TestSyncO7ReportNeverApplies(t *testing.T) {
 	require.Empty(t, f.createdJobs())
 	requireCondition(t, f.statusOf(t, "c1"), v1alpha1.ConditionDriftDetected, metav1.ConditionTrue, v1alpha1.ReasonDriftReported)
 }
+
+// K11, O7: a recorded drift Job that is gone from the cache is not taken
+// for one starting: the block-move mark can go.
+func TestJobActiveO7RecordedDriftJob(t *testing.T) {
+	w := wrapCluster(newCluster("c1"))
+	w.status.LastJob = &v1alpha1.JobReference{Name: "c1-drift-1-x", Action: v1alpha1.JobActionDrift, Generation: 1}
+	require.True(t, jobActive(w, jobSet{}), "not cached, not recorded: may be starting")
+	w.status.LastDriftCheck = &v1alpha1.RunRecord{Generation: 1, JobName: "c1-drift-1-x", Outcome: v1alpha1.RunSucceeded, Attempt: 1}
+	require.False(t, jobActive(w, jobSet{}), "recorded: finished")
+}

@@ -274,7 +274,7 @@ func jobActive(w *workload, set jobSet) bool {
 			return false // cached, and finished
 		}
 	}
-	for _, rec := range []*v1alpha1.RunRecord{w.status.LastApply, w.status.LastDestroy} {
+	for _, rec := range []*v1alpha1.RunRecord{w.status.LastApply, w.status.LastDestroy, w.status.LastDriftCheck} {
 		if rec != nil && rec.JobName == last.Name {
 			return false
 		}
