@@ -85,33 +85,34 @@ type PlanResourceChange struct {
 	Action PlanAction `json:"action"`
 }
 
-// PlanSummary counts a plan's changes (A1-141).
+// PlanSummary counts a plan's changes (A1-141). The counts are always
+// written, so the columns show 0 rather than nothing.
 type PlanSummary struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Create int32 `json:"create,omitempty"`
+	Create int32 `json:"create"`
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Update int32 `json:"update,omitempty"`
+	Update int32 `json:"update"`
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Replace int32 `json:"replace,omitempty"`
+	Replace int32 `json:"replace"`
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Delete int32 `json:"delete,omitempty"`
+	Delete int32 `json:"delete"`
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Import int32 `json:"import,omitempty"`
+	Import int32 `json:"import"`
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Move int32 `json:"move,omitempty"`
+	Move int32 `json:"move"`
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Forget int32 `json:"forget,omitempty"`
+	Forget int32 `json:"forget"`
 	// OutputChanges counts the outputs the plan changes.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
-	OutputChanges int32 `json:"outputChanges,omitempty"`
+	OutputChanges int32 `json:"outputChanges"`
 	// Resources lists the changed resources, at most 50.
 	// +optional
 	// +listType=atomic
