@@ -99,12 +99,10 @@ func TestApproveRoute(t *testing.T) {
 			var seen []*authorizationv1.SubjectAccessReview
 			v := &Validator{SAR: sarClient(tc.allowed, tc.sarErr, &seen).AuthorizationV1().SubjectAccessReviews(), Manager: tc.manager}
 			res := v.Route().Validate(ctx, planRequest(t, admissionv1.Update, alice, pending(), approve))
-			msg := res.Errors().ToAggregate()
 			text := ""
-			if msg != nil {
-				text = msg.Error()
-			}
-			if err := res.Err(); err != nil && !res.Allowed() && len(res.Errors()) == 0 {
+			if agg := res.Errors().ToAggregate(); agg != nil {
+				text = agg.Error()
+			} else if err := res.Err(); err != nil {
 				text = err.Error()
 			}
 			tc.check(t, res.Allowed(), res.Patch(), text)
