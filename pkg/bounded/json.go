@@ -2,6 +2,7 @@ package bounded
 
 import "io"
 
+// bufSize is the decoder's read buffer: all it holds of a skipped value.
 const bufSize = 8 << 10
 
 // Decoder walks one JSON document from a stream within Limits. Its caller

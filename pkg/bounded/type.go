@@ -29,4 +29,3 @@ func (t Type) String() string {
 	}
 	return "unknown"
 }
-
