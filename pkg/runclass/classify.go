@@ -220,9 +220,12 @@ func kindOf(k runresult.Kind) ErrorKind {
 	return ErrorUnknown
 }
 
-// PullGrace is how long a Job whose pod cannot pull an image is left to
-// the kubelet's retries before the manager ends it ([StopForPull]).
-const PullGrace = 2 * time.Minute
+// PullGrace is how long after its start a Job whose pod cannot pull an
+// image is left to the kubelet's retries (its pull backoff of 10 s, 20 s:
+// two or three attempts) before the manager ends it ([StopForPull]). SPEC
+// O2 wants ImagePullFailed within a minute: the manager looks at the Job
+// at PullGrace, then a few times more before the minute ends.
+const PullGrace = 30 * time.Second
 
 // StopForPull reports whether the manager ends a running Job whose pod
 // cannot pull an image (pf): when its generation is older than the

@@ -173,6 +173,10 @@ type Params struct {
 	// re-apply is named by [AttemptName]; every attempt above 1 is recorded
 	// as captf.io/attempt.
 	Attempt int
+	// Interruptions counts the attempts of the generation before this one
+	// that were interrupted (SPEC O2), recorded as captf.io/interruptions
+	// when above 0: the backoff does not count them.
+	Interruptions int
 	// Retry is the captf.io/retry value this Job acts on (SPEC T7),
 	// recorded on the Job; "" records nothing.
 	Retry string
@@ -239,6 +243,9 @@ func Build(p Params) *batchv1.Job {
 	}
 	if p.Attempt > 1 {
 		annotations[v1alpha1.AnnotationJobAttempt] = strconv.Itoa(p.Attempt)
+	}
+	if p.Interruptions > 0 {
+		annotations[v1alpha1.AnnotationJobInterruptions] = strconv.Itoa(p.Interruptions)
 	}
 	if p.Retry != "" {
 		annotations[v1alpha1.AnnotationRetry] = p.Retry

@@ -77,6 +77,14 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 			return false, err
 		}
 	}
+	// O2: how the newest runs ended, before deciding from them; a running
+	// Job whose image cannot be pulled is ended and recorded.
+	if err := c.classifyRuns(ctx, w, cached, now, v1alpha1.JobActionApply, v1alpha1.JobActionDestroy); err != nil {
+		return false, err
+	}
+	if cached, err = c.pullStep(ctx, w, cached, now); err != nil {
+		return false, err
+	}
 	set := cached
 	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil && w.status.LastDestroy == nil {
 		// The next step starts a destroy Job or drops the finalizer:
@@ -108,6 +116,10 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"waiting for apply Job %s to end before destroying", set.running.Name)
 		return false, nil
+	case endedRun(set.running, rec):
+		// O2: ended for its image; its deletion completes first (J1).
+		c.reportRecord(w, v1alpha1.JobActionDestroy, rec, "", retryAt(rec, countRun(w, set, rec)), now)
+		return false, nil
 	case set.running != nil:
 		c.reportJob(w, set.running, now)
 		return false, nil
@@ -124,10 +136,17 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 			return true, c.deleteState(ctx, w)
 		}
 		// A failed destroy is retried after its backoff; a new generation
-		// restarts the count and runs at once.
+		// restarts the count and runs at once, and so does an interrupted
+		// destroy (O2).
+		count := countRun(w, set, rec)
+		plan.interruptions = nextInterruptions(rec, count, gen)
 		next := now
-		if rec.Generation == gen {
-			next = retryAt(rec)
+		switch {
+		case rec.Generation != gen:
+		case count.interrupted:
+			next = time.Time{}
+		default:
+			next = retryAt(rec, count)
 		}
 		c.reportRecord(w, v1alpha1.JobActionDestroy, rec, detailOf(set, rec), next, now)
 		if !retryNew && now.Before(next) {
@@ -140,6 +159,8 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		case rec.Generation != gen:
 		case retryNew:
 			plan.trigger = metrics.TriggerAnnotation
+		case count.interrupted:
+			plan.trigger = metrics.TriggerInterrupt
 		default:
 			plan.trigger = metrics.TriggerBackoff
 		}
