@@ -269,8 +269,9 @@ func PullMessage(pf *PullFailure) string {
 // NewRecord is status.lastRun for the run rec (as status.lastApply or
 // status.lastDestroy holds it) of action, classified as run (SPEC O1).
 // Its outcome is the record's, which the manager decides from (T7): the
-// classification adds why, never another outcome (an interruption is
-// retried at once only under SPEC O2, which the manager does not do yet).
+// classification adds why, never another outcome (an interrupted run's
+// record stays Failed; the manager retries it at once from lastRun's
+// error kind, SPEC O2).
 func NewRecord(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *Record {
 	out := &Record{
 		Job: rec.JobName, Operation: action, Generation: rec.Generation, Attempt: rec.Attempt,
