@@ -119,11 +119,11 @@ help:
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: control-plane ## Full benchmark: 1,000 namespaces, 10,000 unrelated Secrets, 2,000 shared objects (about 13 minutes). BENCH_ARGS adds flags.
+bench: control-plane capi-tools ## Full benchmark: 1,000 namespaces, 10,000 unrelated Secrets, 2,000 shared objects (about 13 minutes). BENCH_ARGS adds flags.
 	$(GO) run ./test/bench $(BENCH_ARGS)
 
 .PHONY: bench-smoke
-bench-smoke: control-plane ## CI-sized benchmark: fails on incorrectness, never on a duration.
+bench-smoke: control-plane capi-tools ## CI-sized benchmark: fails on incorrectness, never on a duration.
 	$(GO) run ./test/bench -smoke $(BENCH_ARGS)
 
 # Fault injection (issue 7, docs/reliability.md). make test runs the short

@@ -34,6 +34,19 @@
 //	          requests, writes (mirror writes must be 0), RSS and heap.
 //	s4pass    one identity resync pass (S4) over every identity: duration,
 //	          source GETs, requests, writes (mirror writes must be 0).
+//	jobs      O4's herd: -job-objects clusters with a module, created while
+//	          no manager runs, all due at once when a manager with
+//	          --max-active-jobs=-job-cap starts; a finisher completes each
+//	          Job -job-hold after it appears (no node here): Jobs started
+//	          per second, time until all applied beside the ideal the cap
+//	          and hold imply, most Jobs at once (must not exceed the cap),
+//	          and writes in the next --sync-period pass (must be 0).
+//	capi      Cluster API's core manager runs; -capi-clusters Clusters with
+//	          -capi-machines Machines each own their captf objects (one
+//	          namespace per Cluster, -capi-identities identities); a
+//	          finisher plays the apply Jobs' pods: time until all are
+//	          provisioned, then one --sync-period pass and a restart, each
+//	          one source GET per identity and no write (issue 21).
 //
 // Durations are reported, never asserted. With -check (make bench-smoke, and
 // TestBenchSmoke) the program fails when a correctness check fails: an object
@@ -61,7 +74,7 @@ import (
 )
 
 // allScenarios in the order they run.
-var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady", "restart", "s4pass"}
+var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady", "restart", "s4pass", "jobs", "capi"}
 
 // Config are the benchmark's settings.
 type Config struct {
@@ -80,6 +93,13 @@ type Config struct {
 	SharedObjects    int
 	SharedNamespaces int
 	SharedIdentities int
+	// JobObjects clusters with a module in JobNamespaces namespaces run
+	// under --max-active-jobs=JobCap; each Job takes JobHold.
+	JobObjects, JobNamespaces, JobCap int
+	JobHold                           time.Duration
+	// CAPIClusters Cluster API Clusters with CAPIMachines Machines each,
+	// using CAPIIdentities identities.
+	CAPIClusters, CAPIMachines, CAPIIdentities int
 
 	// The manager's client limits and workers (and the baseline's). Zero
 	// values mean the manager's defaults; the manager gets a flag only
@@ -131,6 +151,13 @@ func defaultConfig() *Config {
 		SharedObjects:       2000,
 		SharedNamespaces:    100,
 		SharedIdentities:    10,
+		JobObjects:          1000,
+		JobNamespaces:       20,
+		JobCap:              50,
+		JobHold:             2 * time.Second,
+		CAPIClusters:        300,
+		CAPIMachines:        2,
+		CAPIIdentities:      10,
 		QPS:                 d.QPS,
 		Burst:               d.Burst,
 		Workers:             d.Workers,
@@ -156,6 +183,12 @@ func smokeConfig() *Config {
 	c.SharedObjects = 200
 	c.SharedNamespaces = 20
 	c.SharedIdentities = 10
+	c.JobObjects = 40
+	c.JobNamespaces = 4
+	c.JobCap = 5
+	c.JobHold = 500 * time.Millisecond
+	c.CAPIClusters = 10
+	c.CAPIIdentities = 3
 	c.S4Resync = 5 * time.Second
 	c.R2SyncPeriod = 5 * time.Second
 	c.SteadySyncPeriod = 15 * time.Second
@@ -232,6 +265,13 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&c.SharedObjects, "shared-objects", c.SharedObjects, "shared: clusters, machines and pools")
 	fs.IntVar(&c.SharedNamespaces, "shared-namespaces", c.SharedNamespaces, "shared: namespaces")
 	fs.IntVar(&c.SharedIdentities, "shared-identities", c.SharedIdentities, "shared: identities")
+	fs.IntVar(&c.JobObjects, "job-objects", c.JobObjects, "jobs: clusters with a module, due at once")
+	fs.IntVar(&c.JobNamespaces, "job-namespaces", c.JobNamespaces, "jobs: namespaces they are spread over")
+	fs.IntVar(&c.JobCap, "job-cap", c.JobCap, "jobs: the manager's --max-active-jobs")
+	fs.DurationVar(&c.JobHold, "job-hold", c.JobHold, "jobs: how long each Job runs before the finisher completes it")
+	fs.IntVar(&c.CAPIClusters, "capi-clusters", c.CAPIClusters, "capi: Cluster API Clusters, one namespace each")
+	fs.IntVar(&c.CAPIMachines, "capi-machines", c.CAPIMachines, "capi: Machines per Cluster")
+	fs.IntVar(&c.CAPIIdentities, "capi-identities", c.CAPIIdentities, "capi: identities the clusters use")
 	fs.Float64Var(&c.QPS, "qps", c.QPS, "the manager's --kube-api-qps, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Burst, "burst", c.Burst, "the manager's --kube-api-burst, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "the manager's --workers, and the baseline's concurrency (default: the manager's default)")
@@ -284,6 +324,12 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 		apply("shared-objects", &c.SharedObjects, &s.SharedObjects)
 		apply("shared-namespaces", &c.SharedNamespaces, &s.SharedNamespaces)
 		apply("shared-identities", &c.SharedIdentities, &s.SharedIdentities)
+		apply("job-objects", &c.JobObjects, &s.JobObjects)
+		apply("job-namespaces", &c.JobNamespaces, &s.JobNamespaces)
+		apply("job-cap", &c.JobCap, &s.JobCap)
+		apply("job-hold", &c.JobHold, &s.JobHold)
+		apply("capi-clusters", &c.CAPIClusters, &s.CAPIClusters)
+		apply("capi-identities", &c.CAPIIdentities, &s.CAPIIdentities)
 		apply("s4-identity-resync", &c.S4Resync, &s.S4Resync)
 		apply("r2-sync-period", &c.R2SyncPeriod, &s.R2SyncPeriod)
 		apply("steady-sync-period", &c.SteadySyncPeriod, &s.SteadySyncPeriod)
@@ -318,6 +364,12 @@ func (c *Config) validate() error {
 	}
 	if c.SharedObjects < c.SharedNamespaces {
 		errs = append(errs, errors.New("-shared-objects must be at least -shared-namespaces"))
+	}
+	if c.JobObjects < 1 || c.JobNamespaces < 1 || c.JobCap < 1 || c.JobHold <= 0 {
+		errs = append(errs, errors.New("-job-objects, -job-namespaces, -job-cap and -job-hold must be positive"))
+	}
+	if c.CAPIClusters < 1 || c.CAPIMachines < 0 || c.CAPIIdentities < 1 || c.CAPIIdentities > c.CAPIClusters {
+		errs = append(errs, errors.New("-capi-clusters and -capi-identities must be positive, -capi-identities at most -capi-clusters, -capi-machines not negative"))
 	}
 	if c.QPS <= 0 || c.Burst < 1 || c.Workers < 1 || c.CreateWorkers < 1 {
 		errs = append(errs, errors.New("-qps, -burst, -workers and -create-workers must be positive"))

@@ -85,6 +85,8 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 		{"steady", b.steady},
 		{"restart", b.restart},
 		{"s4pass", b.identityPass},
+		{"jobs", b.jobs},
+		{"capi", b.capi},
 	}
 	for _, s := range steps {
 		// Rotation and steady run on the fan-out's fleet: build it (without
@@ -353,6 +355,13 @@ func configMap(c *Config) map[string]any {
 		"sharedObjects":       c.SharedObjects,
 		"sharedNamespaces":    c.SharedNamespaces,
 		"sharedIdentities":    c.SharedIdentities,
+		"jobObjects":          c.JobObjects,
+		"jobNamespaces":       c.JobNamespaces,
+		"jobCap":              c.JobCap,
+		"jobHold":             c.JobHold.String(),
+		"capiClusters":        c.CAPIClusters,
+		"capiMachines":        c.CAPIMachines,
+		"capiIdentities":      c.CAPIIdentities,
 		"qps":                 c.QPS,
 		"burst":               c.Burst,
 		"workers":             c.Workers,

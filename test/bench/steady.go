@@ -28,14 +28,7 @@ func workloadAdds(m faultkit.Metrics) float64 {
 // resync tick (the workload queues' adds jump) and the next idle moment.
 func (b *bench) steady(ctx context.Context) error {
 	const sc = "steady"
-	p := b.cfg.SteadySyncPeriod
-	if p == 0 {
-		// A pass costs about one request per object at most: 2.5 passes'
-		// worth of time leaves the start-up pass and the measured one each
-		// room to finish within a period.
-		c, m, pl := b.t.objects()
-		p = max(30*time.Second, time.Duration(2.5*float64(c+m+pl)/b.cfg.QPS*float64(time.Second)).Round(time.Second))
-	}
+	p := b.steadyPeriod()
 	if err := b.managerRun(ctx, sc, "steady", "--sync-period="+p.String(), "--identity-resync="+b.cfg.LongPeriod.String()); err != nil {
 		return err
 	}
@@ -112,6 +105,19 @@ func (b *bench) storeKeys(kind string) []string {
 		return b.t.pools.GetStore().ListKeys()
 	}
 	return nil
+}
+
+// steadyPeriod is the --sync-period of a measured pass: -steady-sync-period,
+// or, when 0, long enough for the start-up pass and the measured pass to
+// finish each within a period.
+func (b *bench) steadyPeriod() time.Duration {
+	if p := b.cfg.SteadySyncPeriod; p != 0 {
+		return p
+	}
+	// A pass costs about one request per object at most: 2.5 passes' worth
+	// of time leaves each room to finish within a period.
+	c, m, pl := b.t.objects()
+	return max(30*time.Second, time.Duration(2.5*float64(c+m+pl)/b.cfg.QPS*float64(time.Second)).Round(time.Second))
 }
 
 // onePass waits until the manager is idle, then for the tick that makes
