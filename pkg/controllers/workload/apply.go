@@ -169,16 +169,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 	gen := w.obj.GetGeneration()
 	retry, retryNew := retryRequested(w, set)
 	if set.running != nil {
-		g, _ := jobs.GenerationOf(set.running)
-		if endedRun(set.running, rec) {
-			// O2: ended for its image; its deletion completes first (J1).
-			c.reportRecord(w, v1alpha1.JobActionApply, rec, "", retryAt(rec, countRun(w, set, rec)), now)
-		} else if jobs.ActionOf(set.running) == v1alpha1.JobActionApply && g == gen {
-			c.reportJob(w, set.running, now)
-		} else {
-			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
-				"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
-		}
+		c.reportRunning(w, set, rec, now)
 		return false, runPlan{}
 	}
 	done := coversGeneration(w, rec) // T5: the manager's own field write is not a new generation

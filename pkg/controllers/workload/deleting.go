@@ -140,14 +140,7 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		// destroy (O2).
 		count := countRun(w, set, rec)
 		plan.interruptions = nextInterruptions(rec, count, gen)
-		next := now
-		switch {
-		case rec.Generation != gen:
-		case count.interrupted:
-			next = time.Time{}
-		default:
-			next = retryAt(rec, count)
-		}
+		next := destroyRetryAt(rec, count, gen, now)
 		c.reportRecord(w, v1alpha1.JobActionDestroy, rec, detailOf(set, rec), next, now)
 		if !retryNew && now.Before(next) {
 			c.requeueAt(w, next, now)
@@ -184,6 +177,19 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		return c.destroyStep(ctx, w, fresh, now)
 	}
 	return false, c.startDestroy(ctx, w, set, plan)
+}
+
+// destroyRetryAt is when the next destroy after the failed rec starts: now
+// for a new generation, at once (zero) after an interruption (O2), else
+// after its backoff (T7).
+func destroyRetryAt(rec *v1alpha1.RunRecord, count runCount, gen int64, now time.Time) time.Time {
+	switch {
+	case rec.Generation != gen:
+		return now
+	case count.interrupted:
+		return time.Time{}
+	}
+	return retryAt(rec, count)
 }
 
 // startDestroy creates the destroy Job once the credentials are current

@@ -6,12 +6,15 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/runclass"
 )
 
 // SPEC O2 (A3-86): a run whose pod was evicted, preempted, deleted or lost
 // with its node is interrupted: retried at once and not counted towards
 // the failure backoff. The classification is runclass's, recorded in
-// status.lastRun (lastrun.go); this file decides from it.
+// status.lastRun (lastrun.go); this file decides from it, and words the
+// reasons of ApplyJobSucceeded it gives (JobInterrupted, ImagePullFailed,
+// ImageInvalid).
 
 // maxFreeInterruptions bounds the interruptions of one generation and
 // action that are retried at once and not counted: past it an interrupted
@@ -79,4 +82,30 @@ func (c *Controller) classifyRuns(ctx context.Context, w *workload, set jobSet, 
 		recordRuns(w, set, a, now)
 	}
 	return c.lastRunStep(ctx, w)
+}
+
+// classifiedReason returns the reason of ApplyJobSucceeded for rec's
+// failed run as l, status.lastRun, classifies it (O2): JobInterrupted for
+// an interruption retried at once (next is zero), ImagePullFailed,
+// ImageInvalid; "" for any other (the action's Failed reason). headline is
+// runclass's words, from the redacted record alone (X1).
+func classifiedReason(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord, next time.Time) (v1alpha1.ConditionReason, string) {
+	if !describes(l, rec) || l.Error == nil {
+		return "", ""
+	}
+	var reason v1alpha1.ConditionReason
+	switch l.Error.Kind {
+	case v1alpha1.RunErrorInterrupted:
+		if next.IsZero() {
+			reason = v1alpha1.ReasonJobInterrupted
+		}
+	case v1alpha1.RunErrorImagePull:
+		reason = v1alpha1.ReasonImagePullFailed
+	case v1alpha1.RunErrorImageLayout:
+		reason = v1alpha1.ReasonImageInvalid
+	}
+	if reason == "" {
+		return "", ""
+	}
+	return reason, runclass.Headline(l)
 }

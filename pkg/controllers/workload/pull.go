@@ -139,3 +139,21 @@ func (c *Controller) endJob(ctx context.Context, j *batchv1.Job) error {
 func endedRun(j *batchv1.Job, rec *v1alpha1.RunRecord) bool {
 	return j != nil && rec != nil && rec.JobName == j.Name
 }
+
+// reportRunning sets ApplyJobSucceeded while set.running runs: from the
+// record when the manager ended it (O2: its image cannot be pulled; its
+// deletion completes first, J1), else as running, saying when it is not
+// the apply of the object's generation.
+func (c *Controller) reportRunning(w *workload, set jobSet, rec *v1alpha1.RunRecord, now time.Time) {
+	j, gen := set.running, w.obj.GetGeneration()
+	g, _ := jobs.GenerationOf(j)
+	switch {
+	case endedRun(j, rec):
+		c.reportRecord(w, v1alpha1.JobActionApply, rec, "", retryAt(rec, countRun(w, set, rec)), now)
+	case jobs.ActionOf(j) == v1alpha1.JobActionApply && g == gen:
+		c.reportJob(w, j, now)
+	default:
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
+			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(j), j.Name, g, gen)
+	}
+}

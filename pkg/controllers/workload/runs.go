@@ -18,7 +18,6 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/metrics"
-	"github.com/captf/captf/pkg/runclass"
 )
 
 // SPEC T7: outcomes are recorded in status (lastApply, lastDestroy), failed
@@ -314,32 +313,6 @@ func (c *Controller) reportRecord(w *workload, action v1alpha1.JobAction, rec *v
 		reason = v1alpha1.ReasonDestroyFailed
 	}
 	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason, "%s failed%s; see its logs; %s", what, detail, retry)
-}
-
-// classifiedReason returns the reason of ApplyJobSucceeded for rec's
-// failed run as l, status.lastRun, classifies it (O2): JobInterrupted for
-// an interruption retried at once (next is zero), ImagePullFailed,
-// ImageInvalid; "" for any other (the action's Failed reason). headline is
-// runclass's words, from the redacted record alone (X1).
-func classifiedReason(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord, next time.Time) (v1alpha1.ConditionReason, string) {
-	if !describes(l, rec) || l.Error == nil {
-		return "", ""
-	}
-	var reason v1alpha1.ConditionReason
-	switch l.Error.Kind {
-	case v1alpha1.RunErrorInterrupted:
-		if next.IsZero() {
-			reason = v1alpha1.ReasonJobInterrupted
-		}
-	case v1alpha1.RunErrorImagePull:
-		reason = v1alpha1.ReasonImagePullFailed
-	case v1alpha1.RunErrorImageLayout:
-		reason = v1alpha1.ReasonImageInvalid
-	}
-	if reason == "" {
-		return "", ""
-	}
-	return reason, runclass.Headline(l)
 }
 
 // detailOf returns the Job controller's message of the recorded Job when
