@@ -57,9 +57,7 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 	if err := c.classifyRuns(ctx, w, cached, now, v1alpha1.JobActionApply); err != nil {
 		return w, err
 	}
-	if cached, err = c.pullStep(ctx, w, cached, now); err != nil {
-		return w, err
-	}
+	cached = c.pullStep(ctx, w, cached, now)
 	w, err = c.applyJob(ctx, w, creds, cached, now)
 	// T7: decided from the cache, so a pass with nothing to prune makes
 	// no request.

@@ -82,9 +82,7 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 	if err := c.classifyRuns(ctx, w, cached, now, v1alpha1.JobActionApply, v1alpha1.JobActionDestroy); err != nil {
 		return false, err
 	}
-	if cached, err = c.pullStep(ctx, w, cached, now); err != nil {
-		return false, err
-	}
+	cached = c.pullStep(ctx, w, cached, now)
 	set := cached
 	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil && w.status.LastDestroy == nil {
 		// The next step starts a destroy Job or drops the finalizer:

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -330,4 +333,21 @@ func TestNextPullCheckO2(t *testing.T) {
 	} {
 		require.Equal(t, start.Add(tt.want), nextPullCheck(start, start.Add(tt.now)), "at %s", tt.now)
 	}
+}
+
+// O2: a pod read that fails does not fail the pass (the check is tried
+// again at its next instant) and ends nothing.
+func TestSyncO2PullReadErrorNotFatal(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", withFinalizer)
+	j := runningJob(c1, 1, epoch.Add(-time.Minute))
+	f.seedReady(c1, j)
+	f.seed(pendingPod(j, true, "registry.example.com/x:1"))
+	f.prependKubeReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is away"))
+	})
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	_, deleted := f.find("delete", "jobs", "")
+	require.False(t, deleted)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 }

@@ -72,23 +72,27 @@ func nextPullCheck(start, now time.Time) time.Time {
 // cannot pull (runclass.StopForPull) and records the run as failed with
 // error kind image-pull: status.lastApply or lastDestroy, status.lastRun
 // and the RunFinished event, so it takes the failure backoff (T7) and
-// reportRecord words ImagePullFailed. It returns set without that Job.
-func (c *Controller) pullStep(ctx context.Context, w *workload, set jobSet, now time.Time) (jobSet, error) {
+// reportRecord words ImagePullFailed. It returns set without that Job. A
+// read or delete that fails is logged and tried again at the next check,
+// not an error of the pass: the check is not worth holding up the rest.
+func (c *Controller) pullStep(ctx context.Context, w *workload, set jobSet, now time.Time) jobSet {
 	j := set.running
 	read, next := pullCheck(j, w.obj.GetGeneration(), now)
 	if read && jobs.ActionOf(j) != "" {
 		ended, err := c.endForPull(ctx, w, j, now)
 		if err != nil {
-			return set, err
+			// A best-effort check: the rest of the pass goes on, and the
+			// check comes back at next.
+			klog.FromContext(ctx).Info("Could not check a running Job for an image pull failure", "job", klog.KObj(j), "err", err)
 		}
 		if ended {
-			return set.without(j), nil
+			return set.without(j)
 		}
 	}
 	if !next.IsZero() {
 		c.requeueAt(w, next, now)
 	}
-	return set, nil
+	return set
 }
 
 // endForPull reads the pod of j, the object's running Job, and when it
