@@ -71,6 +71,65 @@ func TestInterruptedRunRetriedAtOnce(t *testing.T) {
 	f.WaitCondition(c.Name, f.ClusterConds(ns, c.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 }
 
+// TestDeletedPodRunRetriedAtOnce proves the other O2 interruption (A3-86)
+// with the real Job controller: the apply Job's pod is deleted while it
+// runs. A kubelet keeps a deleted pod, terminating, until it has stopped
+// it; here a finalizer of the test's stands in for that grace period. The
+// Job controller counts the deleting pod as failed and fails the Job; the
+// manager reads the pod (being deleted), records the run as interrupted
+// and starts the next attempt at once.
+func TestDeletedPodRunRetriedAtOnce(t *testing.T) {
+	const hold = "test.captf.io/kubelet-grace"
+	f := setup(t)
+	ns := f.Env.CreateNamespace(t, "tenant", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	c := f.Cluster(ns, "deleted-pod", id)
+	first := f.WaitJob(ns, v1alpha1.JobActionApply)
+	pod := jobPod(f, ns, first)
+	pods := f.Env.Kube.CoreV1().Pods(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(f.Ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Finalizers = append(p.Finalizers, hold)
+		_, err = pods.Update(f.Ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := pods.Get(f.Ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return nil
+			}
+			p.Finalizers = nil
+			_, err = pods.Update(f.Ctx, p, metav1.UpdateOptions{})
+			return err
+		})
+	})
+	deleted := time.Now()
+	if err := pods.Delete(f.Ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	l := waitLastRun(f, ns, c.Name, first.Name)
+	if l.Error == nil || l.Error.Kind != v1alpha1.RunErrorInterrupted {
+		t.Fatalf("O2: status.lastRun %+v, error %+v; want kind interrupted", l, l.Error)
+	}
+	t.Logf("O2: recorded %s after the pod's deletion: %s", time.Since(deleted).Round(time.Second), l.Error.Summary)
+	second := jobs.AttemptName(v1alpha1.KindTerraformCluster, c.Name, c.UID, v1alpha1.JobActionApply, 1, 2)
+	f.WaitFor("the second apply Job", func() (bool, string) {
+		for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
+			if j.Name == second {
+				return j.Annotations[v1alpha1.AnnotationJobInterruptions] == "1", fmt.Sprintf("%s=%q", v1alpha1.AnnotationJobInterruptions, j.Annotations[v1alpha1.AnnotationJobInterruptions])
+			}
+		}
+		return false, "not created"
+	})
+}
+
 // TestImagePullFailedWithinAMinute proves SPEC O2 (A3-88): the apply Job's
 // pod waits in ImagePullBackOff (the test writes the kubelet's status), and
 // within a minute of the Job's start the manager ends the Job and records
