@@ -12,6 +12,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/progress.sh
+source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 tools="${root}/hack/tools/capi"
 mkdir -p "${bin}"
@@ -50,7 +52,7 @@ build() {
   echo ">> building ${name} (${pkg} ${version}); the first build takes minutes, later ones hit the Go cache" >&2
   local start=${SECONDS}
   rm -f "${bin}/.${name}.version"
-  (cd "${tools}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${bin}/${name}" "${pkg}")
+  CGO_ENABLED=0 progress "${name}" "${tools}" go build -v -trimpath -ldflags "${ldflags}" -o "${bin}/${name}" "${pkg}"
   echo "${version}" >"${bin}/.${name}.version"
   echo ">> built ${name} in $((SECONDS - start))s" >&2
 }

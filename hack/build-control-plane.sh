@@ -20,6 +20,8 @@ for arg in "$@"; do
 done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/progress.sh
+source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 mkdir -p "${bin}"
 
@@ -34,7 +36,7 @@ build() {
   fi
   echo ">> building ${name} (${version}); the first build takes minutes, later ones hit the Go cache" >&2
   local start=${SECONDS}
-  (cd "${root}/hack/tools/${dir}" && CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${bin}/${name}" "${pkg}")
+  CGO_ENABLED=0 progress "${name}" "${root}/hack/tools/${dir}" go build -v -trimpath -ldflags "${ldflags}" -o "${bin}/${name}" "${pkg}"
   echo "${version}" >"${stamp}"
   echo ">> built ${name} in $((SECONDS - start))s" >&2
 }

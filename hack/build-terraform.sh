@@ -13,6 +13,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/progress.sh
+source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 mkdir -p "${bin}"
 
@@ -30,10 +32,9 @@ start=${SECONDS}
 # version.dev=no: without it Terraform calls itself "<version>-dev"; its own
 # release builds set the same flag (BUILDING.md, .github/scripts/
 # get_product_version.sh in the module) together with -trimpath.
-(cd "${root}/hack/tools/terraform" &&
-  CGO_ENABLED=0 go build -trimpath \
-    -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" \
-    -o "${tmp}/terraform" github.com/hashicorp/terraform)
+CGO_ENABLED=0 progress terraform "${root}/hack/tools/terraform" go build -v -trimpath \
+  -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" \
+  -o "${tmp}/terraform" github.com/hashicorp/terraform
 echo "${version}" >"${tmp}/.terraform.version"
 mv -f "${tmp}/terraform" "${bin}/terraform"
 mv -f "${tmp}/.terraform.version" "${stamp}"

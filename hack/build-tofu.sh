@@ -7,6 +7,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/progress.sh
+source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 mkdir -p "${bin}"
 
@@ -23,9 +25,8 @@ start=${SECONDS}
 # The stamp goes first and comes back last, so an interrupted build is never
 # taken for a finished one.
 rm -f "${stamp}"
-(cd "${root}/hack/tools/tofu" &&
-  CGO_ENABLED=0 go build -trimpath \
-    -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" \
-    -o "${bin}/tofu" github.com/opentofu/opentofu/cmd/tofu)
+CGO_ENABLED=0 progress tofu "${root}/hack/tools/tofu" go build -v -trimpath \
+  -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" \
+  -o "${bin}/tofu" github.com/opentofu/opentofu/cmd/tofu
 echo "${version}" >"${stamp}"
 echo ">> built tofu in $((SECONDS - start))s" >&2

@@ -16,7 +16,7 @@
 //   - X4: a malformed review, a review for another resource or kind than the
 //     route serves, an oversized body, a validator that panics or forgets to
 //     decide: each gets a clear refusal, never a panic or an allow. Only a
-//     validator's Allow produces allowed=true.
+//     validator's Allow (or AllowWithPatch) produces allowed=true.
 //   - A5, in part: a validator's InternalError (a failed SubjectAccessReview
 //     or list) is refused with code 500 and "internal error: <cause>".
 //   - X1, in part: log lines carry the user, operation, resource and object
@@ -45,6 +45,7 @@
 //	validator InternalError, zero Result 200, allowed=false, code 500, "internal error: ..."
 //	validator panic                      200, allowed=false, code 500, "internal error"
 //	validator Allow                      200, allowed=true (with warnings)
+//	validator AllowWithPatch             200, allowed=true, patchType JSONPatch, patch
 //
 // Metrics (legacyregistry): captf_admission_requests_total{operation,result},
 // captf_admission_request_duration_seconds{operation}, and

@@ -264,8 +264,13 @@ func (h *routeHandler) admit(ctx context.Context, req *admissionv1.AdmissionRequ
 		return refuse(http.StatusInternalServerError, metav1.StatusReasonInternalError, internalErrorPrefix+err.Error()), resultError
 	}
 	if res.Allowed() {
-		logger.V(4).Info("Allowed admission request")
-		return &admissionv1.AdmissionResponse{Allowed: true, Warnings: res.Warnings()}, resultAllowed
+		logger.V(4).Info("Allowed admission request", "patched", len(res.Patch()) > 0)
+		resp := &admissionv1.AdmissionResponse{Allowed: true, Warnings: res.Warnings()}
+		if patch := res.Patch(); len(patch) > 0 {
+			patchType := admissionv1.PatchTypeJSONPatch
+			resp.Patch, resp.PatchType = patch, &patchType
+		}
+		return resp, resultAllowed
 	}
 
 	// Deny: the errors' details go to the user; the log gets field paths and

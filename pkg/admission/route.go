@@ -77,11 +77,21 @@ type Result struct {
 	invalid  field.ErrorList
 	err      error
 	warnings []string
+	// patch is a JSON Patch (RFC 6902) the API server applies to the
+	// object; only a mutating webhook configuration may send one.
+	patch []byte
 }
 
 // Allow admits the request, with optional warnings shown to the client.
 func Allow(warnings ...string) Result {
 	return Result{decided: true, allowed: true, warnings: warnings}
+}
+
+// AllowWithPatch admits the request with patch, a JSON Patch (RFC 6902)
+// the API server applies to the object before it is validated and stored.
+// Only routes that a MutatingWebhookConfiguration calls may use it.
+func AllowWithPatch(patch []byte, warnings ...string) Result {
+	return Result{decided: true, allowed: true, warnings: warnings, patch: patch}
 }
 
 // Deny refuses the request because of errs: the response carries HTTP-like
@@ -124,3 +134,6 @@ func (r Result) Err() error {
 
 // Warnings returns the warnings of an Allow.
 func (r Result) Warnings() []string { return r.warnings }
+
+// Patch returns the JSON Patch of an AllowWithPatch, nil for none.
+func (r Result) Patch() []byte { return r.patch }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/captf/captf/pkg/admission"
 	identitywebhook "github.com/captf/captf/pkg/admission/identity"
+	planwebhook "github.com/captf/captf/pkg/admission/plan"
 	templatewebhook "github.com/captf/captf/pkg/admission/template"
 	"github.com/captf/captf/pkg/capi"
 	"github.com/captf/captf/pkg/controllers/conflicts"
@@ -212,12 +213,22 @@ func newWebhook(d *Deps, cfg *rest.Config) (*admission.Server, error) {
 		MaxInFlight: o.WebhookMaxInFlight,
 		// SPEC B14.
 		ClientCAFile: o.WebhookClientCA,
-	}, append([]admission.Route{v.Route()}, templatewebhook.Validator{}.Routes()...)...)
+	}, append([]admission.Route{v.Route(), newPlanWebhook(reviews).Route()}, templatewebhook.Validator{}.Routes()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("webhook server (--webhook-port=%d, --webhook-cert-dir=%s, --webhook-client-ca=%s): %w",
 			o.WebhookPort, o.WebhookCertDir, o.WebhookClientCA, err)
 	}
 	return srv, nil
+}
+
+// newPlanWebhook builds the TerraformPlan route (SPEC O8): approval is
+// reviewed with the webhook's client (B14), and the manager's own username
+// is learnt from that client's credentials, which are the manager's.
+func newPlanWebhook(kube kubernetes.Interface) *planwebhook.Validator {
+	return &planwebhook.Validator{
+		SAR:     kube.AuthorizationV1().SubjectAccessReviews(),
+		Manager: planwebhook.SelfUser(kube.AuthenticationV1().SelfSubjectReviews()),
+	}
 }
 
 // WebhookUserAgent is the user agent of the webhook's own API client,

@@ -141,6 +141,22 @@ var (
 		Help:           "State locks this manager released before a Job because a finished Job of the same object held them (its pod was killed while Terraform held the lock).",
 		StabilityLevel: metrics.ALPHA,
 	})
+
+	// StateBackups counts state backups written and pruned (SPEC O5,
+	// upstream A7-42).
+	StateBackups = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "captf_state_backups_total",
+		Help: "State backup Secrets this manager wrote for a new state serial (result created) and deleted beyond --state-backups (result pruned), " +
+			"counting a split state's backup once; skipped counts backups not made because the state changed since it was read or a Secret that is not a backup holds the name.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+)
+
+// Results of captf_state_backups_total.
+const (
+	BackupCreated = "created"
+	BackupPruned  = "pruned"
+	BackupSkipped = "skipped"
 )
 
 var registerOnce sync.Once
@@ -150,7 +166,7 @@ var registerOnce sync.Once
 // would outlive its object unless every deletion path forgot it, so the
 // labels are fixed sets (TestNoLabelFollowsObjects).
 var all = []metrics.Registerable{MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
-	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned, ForceUnlocks}
+	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned, ForceUnlocks, StateBackups}
 
 // Register registers the metrics once; safe to call from every constructor.
 func Register() {
@@ -167,6 +183,9 @@ func Register() {
 				JobRetries.WithLabelValues(action, trigger)
 			}
 			JobsPruned.WithLabelValues(action)
+		}
+		for _, result := range []string{BackupCreated, BackupPruned, BackupSkipped} {
+			StateBackups.WithLabelValues(result)
 		}
 		registerSlots()
 	})

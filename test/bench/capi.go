@@ -152,6 +152,10 @@ func (b *bench) capi(ctx context.Context) error {
 	}
 	r.add(sc, "restart: start -> idle", last.Sub(started).Seconds(), unitSeconds)
 	r.add(sc, "restart: source GETs", idle.Sum("captf_source_reads_total", nil), unitCount).vs(float64(ids))
+	r.add(sc, "restart: workload keys queued (baseline: the objects)", workloadAdds(idle), unitCount).vs(objects)
+	for _, q := range workloadQueues {
+		r.add(sc, "restart: keys queued on "+q, idle.Get("workqueue_adds_total", "name", q), unitCount)
+	}
 	r.add(sc, "restart: writes of any kind (must be 0)", writesOf(idle), unitCount)
 	r.requests(sc, "restart with Cluster API present, until idle", idle)
 	if wr := writesOf(idle); wr > 0 {

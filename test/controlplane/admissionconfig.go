@@ -26,9 +26,10 @@ type WebhookClientCert struct {
 }
 
 // admissionConfiguration is an apiserver.config.k8s.io/v1
-// AdmissionConfiguration whose ValidatingAdmissionWebhook plugin reads
-// kubeconfig %s: the credentials kube-apiserver presents to each webhook,
-// chosen by the webhook's host:port (docs/deploy.md).
+// AdmissionConfiguration whose ValidatingAdmissionWebhook and
+// MutatingAdmissionWebhook (TerraformPlans, O8) plugins read kubeconfig
+// %[1]s: the credentials kube-apiserver presents to each webhook, chosen by
+// the webhook's host:port (docs/deploy.md).
 const admissionConfiguration = `apiVersion: apiserver.config.k8s.io/v1
 kind: AdmissionConfiguration
 plugins:
@@ -36,7 +37,12 @@ plugins:
     configuration:
       apiVersion: apiserver.config.k8s.io/v1
       kind: WebhookAdmissionConfiguration
-      kubeConfigFile: %q
+      kubeConfigFile: %[1]q
+  - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: %[1]q
 `
 
 // writeWebhookClientCert generates a client CA and a certificate it signs,

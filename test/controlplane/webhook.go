@@ -17,29 +17,73 @@ import (
 // out-of-cluster, e.g. https://127.0.0.1:9443) with caPEM as its CA bundle,
 // so local runs and tests use exactly the deployed rules.
 func LoadWebhookConfiguration(path, url string, caPEM []byte) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := readStrict(path, cfg); err != nil {
+		return nil, err
 	}
 	delete(cfg.Annotations, "cert-manager.io/inject-ca-from")
 	for i := range cfg.Webhooks {
-		w := &cfg.Webhooks[i]
-		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
-			return nil, fmt.Errorf("%s: webhook %s has no service path", path, w.Name)
+		if err := pointAt(path, cfg.Webhooks[i].Name, &cfg.Webhooks[i].ClientConfig, url, caPEM); err != nil {
+			return nil, err
 		}
-		u := url + *w.ClientConfig.Service.Path
-		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caPEM}
 	}
 	return cfg, nil
+}
+
+// LoadMutatingWebhookConfiguration is LoadWebhookConfiguration for the
+// MutatingWebhookConfiguration of manifests/webhook (TerraformPlans, O8).
+func LoadMutatingWebhookConfiguration(path, url string, caPEM []byte) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := readStrict(path, cfg); err != nil {
+		return nil, err
+	}
+	delete(cfg.Annotations, "cert-manager.io/inject-ca-from")
+	for i := range cfg.Webhooks {
+		if err := pointAt(path, cfg.Webhooks[i].Name, &cfg.Webhooks[i].ClientConfig, url, caPEM); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+func readStrict(path string, into any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// pointAt replaces a webhook's Service with url plus the Service's path.
+func pointAt(path, name string, cc *admissionregistrationv1.WebhookClientConfig, url string, caPEM []byte) error {
+	if cc.Service == nil || cc.Service.Path == nil {
+		return fmt.Errorf("%s: webhook %s has no service path", path, name)
+	}
+	u := url + *cc.Service.Path
+	*cc = admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caPEM}
+	return nil
 }
 
 // InstallWebhookConfiguration creates or replaces cfg.
 func InstallWebhookConfiguration(ctx context.Context, kube kubernetes.Interface, cfg *admissionregistrationv1.ValidatingWebhookConfiguration) error {
 	api := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	existing, err := api.Get(ctx, cfg.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(ctx, cfg, metav1.CreateOptions{})
+	case err == nil:
+		cfg.ResourceVersion = existing.ResourceVersion
+		_, err = api.Update(ctx, cfg, metav1.UpdateOptions{})
+	}
+	return err
+}
+
+// InstallMutatingWebhookConfiguration creates or replaces cfg.
+func InstallMutatingWebhookConfiguration(ctx context.Context, kube kubernetes.Interface, cfg *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	existing, err := api.Get(ctx, cfg.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):

@@ -34,8 +34,9 @@ const (
 // with the local image for the manager and its --runner-image (J5: keep
 // them equal, docs/deploy.md "The image"), and the self-signed webhook
 // certificate of docs/deploy.md: the Secret captf-webhook-cert and the CA
-// in the caBundle of each of the webhook configuration's four webhooks
-// (identities and the three template kinds); and, as docs/deploy.md shows,
+// in the caBundle of each of the validating configuration's four webhooks
+// (identities and the three template kinds) and of the mutating one's
+// (TerraformPlans, O8); and, as docs/deploy.md shows,
 // --webhook-client-ca with the CA of the client certificate the control
 // plane's AdmissionConfiguration makes kube-apiserver present (a ConfigMap
 // mounted into the manager, SPEC B14). No other flag is tuned: a rotation
@@ -94,6 +95,11 @@ patches:
         value: %[4]s
       - op: add
         path: /webhooks/3/clientConfig/caBundle
+        value: %[4]s
+  - target: {group: admissionregistration.k8s.io, version: v1, kind: MutatingWebhookConfiguration, name: captf}
+    patch: |-
+      - op: add
+        path: /webhooks/0/clientConfig/caBundle
         value: %[4]s
 `
 

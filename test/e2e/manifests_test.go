@@ -131,6 +131,23 @@ func TestManifestsAgree(t *testing.T) {
 			t.Errorf("the e2e overlay sets no caBundle for webhook %d (%s)", i, w.Name)
 		}
 	}
+	// And the mutating configuration's (TerraformPlans, O8), patched after
+	// the validating one's.
+	b, err = os.ReadFile(filepath.Join(root, "manifests", "webhook", "mutating_webhook_configuration.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	mustUnmarshal(t, b, &mwc)
+	_, mutating, ok := strings.Cut(overlay, "kind: MutatingWebhookConfiguration, name: "+mwc.Name+"}")
+	if !ok {
+		t.Fatalf("the e2e overlay does not patch the MutatingWebhookConfiguration %s", mwc.Name)
+	}
+	for i, w := range mwc.Webhooks {
+		if !strings.Contains(mutating, "path: /webhooks/"+strconv.Itoa(i)+"/clientConfig/caBundle") {
+			t.Errorf("the e2e overlay sets no caBundle for mutating webhook %d (%s)", i, w.Name)
+		}
+	}
 }
 
 func mustUnmarshal(t *testing.T, d []byte, into any) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
 	"github.com/captf/captf/pkg/statebackup"
 	"github.com/captf/captf/pkg/tfstate"
 )
@@ -56,6 +57,7 @@ func (c *Controller) backupState(ctx context.Context, w *workload, serial int64,
 		return err
 	}
 	if parts == 0 {
+		metrics.StateBackups.WithLabelValues(metrics.BackupSkipped).Inc()
 		logger.Info("Did not back up the Terraform state: it changed since it was read, or a Secret that is not a backup has the backup's name; the next apply's read backs it up",
 			"secret", klog.KRef(ns, statebackup.Name(suffix, serial)))
 		return nil
@@ -64,6 +66,7 @@ func (c *Controller) backupState(ctx context.Context, w *workload, serial int64,
 	if err != nil {
 		return err
 	}
+	metrics.StateBackups.WithLabelValues(metrics.BackupCreated).Inc()
 	kept, pruned := statebackup.Retain(backups, keep)
 	for _, b := range pruned {
 		for _, name := range b.Secrets {
@@ -73,6 +76,7 @@ func (c *Controller) backupState(ctx context.Context, w *workload, serial int64,
 				return fmt.Errorf("pruning state backup Secret %s/%s: %w", ns, name, err)
 			}
 		}
+		metrics.StateBackups.WithLabelValues(metrics.BackupPruned).Inc()
 	}
 	w.status.StateBackups = backupStatus(kept)
 	w.normal(v1alpha1.EventStateBackedUp, "Terraform state serial %d copied to Secret %s (%d part(s)); %d backup(s) kept, %d pruned (--state-backups=%d)",

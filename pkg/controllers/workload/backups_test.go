@@ -7,15 +7,38 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
 	"github.com/captf/captf/pkg/statebackup"
 	"github.com/captf/captf/pkg/tfstate"
 	"github.com/captf/captf/pkg/tfstate/tfstatetest"
 )
 
 func withStateBackups(n int) func(*Options) { return func(o *Options) { o.StateBackups = n } }
+
+// backupCount reads captf_state_backups_total{result}.
+func backupCount(t *testing.T, result string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, family := range families {
+		if family.GetName() != "captf_state_backups_total" {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("captf_state_backups_total{result=%q} is not registered", result)
+	return 0
+}
 
 func serialsOf(st *v1alpha1.WorkloadStatus) []int64 {
 	var out []int64
@@ -46,6 +69,7 @@ func TestO5BackupOncePerNewSerial(t *testing.T) {
 	data := put(3)
 	calls := f.countStateCalls()
 	f.catchUp()
+	created0, pruned0 := backupCount(t, metrics.BackupCreated), backupCount(t, metrics.BackupPruned)
 
 	require.NoError(t, f.sync(kind, "obj"))
 	get := "get " + testNS + "/" + stateName
@@ -62,6 +86,7 @@ func TestO5BackupOncePerNewSerial(t *testing.T) {
 	require.Len(t, b.OwnerReferences, 1)
 	require.Equal(t, obj.GetUID(), b.OwnerReferences[0].UID)
 	require.Nil(t, b.OwnerReferences[0].Controller)
+	require.Equal(t, created0+1, backupCount(t, metrics.BackupCreated), "captf_state_backups_total{result=created}")
 
 	f.steadyPasses(kind, "obj")
 	require.Empty(t, calls.take(), "a steady pass reads no state and copies none")
@@ -87,6 +112,8 @@ func TestO5BackupOncePerNewSerial(t *testing.T) {
 	require.Equal(t, []int64{5, 4}, serialsOf(f.lastStatus()))
 	_, err = f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, statebackup.Name(suffix, 3))
 	require.Error(t, err, "the backup beyond --state-backups is deleted")
+	require.Equal(t, created0+3, backupCount(t, metrics.BackupCreated), "serials 3, 4 and 5 backed up")
+	require.Equal(t, pruned0+1, backupCount(t, metrics.BackupPruned), "serial 3's backup pruned")
 }
 
 // O5: the state changed between the read and the copy (another write of
@@ -103,7 +130,9 @@ func TestO5NoBackupOfAStateThatChanged(t *testing.T) {
 	w, err := f.c.kinds[kind].get(cache.ObjectName{Namespace: testNS, Name: "obj"})
 	require.NoError(t, err)
 	read := []metav1.PartialObjectMetadata{{ObjectMeta: metav1.ObjectMeta{Name: tfstate.SecretName(suffix), ResourceVersion: "stale"}}}
+	skipped0 := backupCount(t, metrics.BackupSkipped)
 	require.NoError(t, f.c.backupState(f.Ctx, w, 3, true, read))
+	require.Equal(t, skipped0+1, backupCount(t, metrics.BackupSkipped), "captf_state_backups_total{result=skipped}")
 	require.Empty(t, w.status.StateBackups)
 	require.Empty(t, f.writes())
 }

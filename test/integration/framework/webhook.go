@@ -25,8 +25,8 @@ func WebhookCert(t testing.TB) (dir string, caPEM []byte) {
 	return dir, caPEM
 }
 
-// InstallWebhook installs the deployed webhook configuration
-// (manifests/webhook) pointed at m's webhook port, and removes it when the
+// InstallWebhook installs the deployed webhook configurations
+// (manifests/webhook: validating and mutating) pointed at m's webhook port, and removes it when the
 // test ends (register it after starting m, so it goes before m stops and
 // no later test finds a failurePolicy: Fail webhook with nobody serving it).
 func (e *Env) InstallWebhook(t testing.TB, m *Manager, caPEM []byte) {
@@ -41,5 +41,17 @@ func (e *Env) InstallWebhook(t testing.TB, m *Manager, caPEM []byte) {
 	}
 	t.Cleanup(func() {
 		_ = e.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
+	})
+	// The plans' mutating webhook (O8) too.
+	mcfg, err := controlplane.LoadMutatingWebhookConfiguration(filepath.Join(e.Root, "manifests/webhook/mutating_webhook_configuration.yaml"),
+		fmt.Sprintf("https://127.0.0.1:%d", m.WebhookPort), caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.InstallMutatingWebhookConfiguration(Context(t), e.Kube, mcfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), mcfg.Name, metav1.DeleteOptions{})
 	})
 }

@@ -307,22 +307,27 @@ func TestTenantCannotForgeJobs(t *testing.T) {
 // against the Secret and Job schemas and reports problems only as warnings
 // in status, which would otherwise go unnoticed (an expression that fails at
 // run time refuses with failurePolicy Fail).
+//
+// Also the plan policy captf-plan-approval (SPEC O8), against the
+// TerraformPlan CRD's schema.
 func TestPolicyTypeChecks(t *testing.T) {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
-	framework.Eventually(t, 60*time.Second, func() (bool, string) {
-		p, err := e.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "captf-trust-boundary", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-			return false, fmt.Sprintf("not type-checked yet: %+v", p.Status)
-		}
-		if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-			t.Fatalf("the policy's expressions have type-checking warnings: %+v", w)
-		}
-		return true, ""
-	})
+	for _, name := range []string{"captf-trust-boundary", "captf-plan-approval"} {
+		framework.Eventually(t, 60*time.Second, func() (bool, string) {
+			p, err := e.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return false, fmt.Sprintf("%s not type-checked yet: %+v", name, p.Status)
+			}
+			if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+				t.Fatalf("the policy %s's expressions have type-checking warnings: %+v", name, w)
+			}
+			return true, ""
+		})
+	}
 }
 
 // TestShippedManagerManifests applies the shipped Deployment and

@@ -5,9 +5,10 @@
 // namespaces allowed to use it. TerraformCluster, TerraformMachine and
 // TerraformMachinePool are namespaced workload kinds that run Terraform Jobs
 // with the credentials of the identity they resolve to (SPEC section 2).
+// TerraformPlan is a namespaced plan awaiting a person's approval (SPEC O8).
 //
 // Validation the CRD schema can express lives here as kubebuilder markers and
-// CEL rules (SPEC A1, A6, A7, A9); what needs the requesting user or other
+// CEL rules (SPEC A1, A6, A7, A9, O8); what needs the requesting user or other
 // objects lives in pkg/admission.
 //
 // +k8s:deepcopy-gen=package

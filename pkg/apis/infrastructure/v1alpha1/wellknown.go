@@ -107,4 +107,6 @@ const (
 	KindTerraformClusterTemplate     = "TerraformClusterTemplate"
 	KindTerraformMachineTemplate     = "TerraformMachineTemplate"
 	KindTerraformMachinePoolTemplate = "TerraformMachinePoolTemplate"
+	// The plan awaiting approval (SPEC O8).
+	KindTerraformPlan = "TerraformPlan"
 )

@@ -76,6 +76,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&TerraformMachinePoolTemplateList{},
 		&TerraformMachineTemplate{},
 		&TerraformMachineTemplateList{},
+		&TerraformPlan{},
+		&TerraformPlanList{},
 	)
 	// AddToGroupVersion allows the serialization of client types like ListOptions.
 	v1.AddToGroupVersion(scheme, SchemeGroupVersion)

@@ -67,6 +67,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Infrastructure().V1alpha1().TerraformMachinePoolTemplates().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("terraformmachinetemplates"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Infrastructure().V1alpha1().TerraformMachineTemplates().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("terraformplans"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Infrastructure().V1alpha1().TerraformPlans().Informer()}, nil
 
 	}
 

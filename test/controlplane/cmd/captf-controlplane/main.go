@@ -127,6 +127,17 @@ func run(dir, binDir, crds string, node, capi bool) error {
 	if err != nil {
 		return err
 	}
+	// The plans' mutating configuration (O8) sits beside it.
+	mwc, err := controlplane.LoadMutatingWebhookConfiguration(filepath.Join(filepath.Dir(webhookManifest), "mutating_webhook_configuration.yaml"),
+		fmt.Sprintf("https://127.0.0.1:%d", webhookPort), caPEM)
+	if err != nil {
+		return err
+	}
+	mwcYAML, err := yaml.Marshal(mwc)
+	if err != nil {
+		return err
+	}
+	whYAML = append(append(whYAML, "---\n"...), mwcYAML...)
 	if err := os.WriteFile(filepath.Join(dir, "webhook-configuration.yaml"), whYAML, 0o600); err != nil {
 		return err
 	}

@@ -69,3 +69,11 @@ type TerraformMachineTemplateListerExpansion interface{}
 // TerraformMachineTemplateNamespaceListerExpansion allows custom methods to be added to
 // TerraformMachineTemplateNamespaceLister.
 type TerraformMachineTemplateNamespaceListerExpansion interface{}
+
+// TerraformPlanListerExpansion allows custom methods to be added to
+// TerraformPlanLister.
+type TerraformPlanListerExpansion interface{}
+
+// TerraformPlanNamespaceListerExpansion allows custom methods to be added to
+// TerraformPlanNamespaceLister.
+type TerraformPlanNamespaceListerExpansion interface{}

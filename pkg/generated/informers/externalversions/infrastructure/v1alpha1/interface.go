@@ -38,6 +38,8 @@ type Interface interface {
 	TerraformMachinePoolTemplates() TypedTerraformMachinePoolTemplateInformer
 	// TerraformMachineTemplates returns a TerraformMachineTemplateInformer.
 	TerraformMachineTemplates() TypedTerraformMachineTemplateInformer
+	// TerraformPlans returns a TerraformPlanInformer.
+	TerraformPlans() TypedTerraformPlanInformer
 }
 
 type version struct {
@@ -84,4 +86,9 @@ func (v *version) TerraformMachinePoolTemplates() TypedTerraformMachinePoolTempl
 // TerraformMachineTemplates returns a TypedTerraformMachineTemplateInformer.
 func (v *version) TerraformMachineTemplates() TypedTerraformMachineTemplateInformer {
 	return &terraformMachineTemplateInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// TerraformPlans returns a TypedTerraformPlanInformer.
+func (v *version) TerraformPlans() TypedTerraformPlanInformer {
+	return &terraformPlanInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -31,3 +31,5 @@ type TerraformMachinePoolExpansion interface{}
 type TerraformMachinePoolTemplateExpansion interface{}
 
 type TerraformMachineTemplateExpansion interface{}
+
+type TerraformPlanExpansion interface{}

@@ -35,6 +35,7 @@ type InfrastructureV1alpha1Interface interface {
 	TerraformMachinePoolsGetter
 	TerraformMachinePoolTemplatesGetter
 	TerraformMachineTemplatesGetter
+	TerraformPlansGetter
 }
 
 // InfrastructureV1alpha1Client is used to interact with features provided by the infrastructure.cluster.x-k8s.io group.
@@ -68,6 +69,10 @@ func (c *InfrastructureV1alpha1Client) TerraformMachinePoolTemplates(namespace s
 
 func (c *InfrastructureV1alpha1Client) TerraformMachineTemplates(namespace string) TerraformMachineTemplateInterface {
 	return newTerraformMachineTemplates(c, namespace)
+}
+
+func (c *InfrastructureV1alpha1Client) TerraformPlans(namespace string) TerraformPlanInterface {
+	return newTerraformPlans(c, namespace)
 }
 
 // NewForConfig creates a new InfrastructureV1alpha1Client for the given config.

@@ -56,6 +56,10 @@ func (c *FakeInfrastructureV1alpha1) TerraformMachineTemplates(namespace string)
 	return newFakeTerraformMachineTemplates(c, namespace)
 }
 
+func (c *FakeInfrastructureV1alpha1) TerraformPlans(namespace string) v1alpha1.TerraformPlanInterface {
+	return newFakeTerraformPlans(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeInfrastructureV1alpha1) RESTClient() rest.Interface {
