@@ -102,17 +102,21 @@ const (
 	OutcomeSucceeded        = "succeeded"
 	OutcomeFailed           = "failed"
 	OutcomeDeadlineExceeded = "deadline_exceeded"
+	// OutcomeInterrupted: a Failed record whose run was interrupted
+	// (status.lastRun.error.kind interrupted, SPEC O2): not a failure.
+	OutcomeInterrupted = "interrupted"
 
 	// Why a retry Job started.
-	TriggerBackoff    = "backoff"    // the failed run's backoff (1m doubling to 30m) ended
-	TriggerAnnotation = "annotation" // a new value of captf.io/retry
+	TriggerBackoff    = "backoff"     // the failed run's backoff (1m doubling to 30m) ended
+	TriggerAnnotation = "annotation"  // a new value of captf.io/retry
+	TriggerInterrupt  = "interrupted" // the run was interrupted: retried at once (SPEC O2)
 )
 
 var (
 	// JobRuns counts run outcomes this manager recorded in status.
 	JobRuns = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "captf_job_runs_total",
-		Help: "Finished apply, destroy and drift Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy or status.lastDriftCheck, by action (apply, destroy, drift) and outcome (succeeded, failed, deadline_exceeded). " +
+		Help: "Finished apply, destroy and drift Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy or status.lastDriftCheck, by action (apply, destroy, drift) and outcome (succeeded, failed, deadline_exceeded, interrupted: the pod was evicted, preempted, deleted or lost, not a failure). " +
 			"Counted once, when the status write that records the run succeeds; a record already in status when the manager starts is not counted again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action", "outcome"})
@@ -121,7 +125,7 @@ var (
 	JobRetries = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "captf_job_retries_total",
 		Help: "Jobs this manager created to run a generation's apply, or a pending destroy, again after a recorded run, by action (apply, destroy) and trigger: " +
-			"backoff (the failed run's backoff ended) or annotation (a new captf.io/retry value). Re-applies on rotation and first attempts of a generation are not retries.",
+			"backoff (the failed run's backoff ended), annotation (a new captf.io/retry value) or interrupted (the run was interrupted: retried at once). Re-applies on rotation and first attempts of a generation are not retries.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action", "trigger"})
 
@@ -174,11 +178,11 @@ func Register() {
 		// a rate or a ratio (failed over all runs) has both sides before
 		// the first failure.
 		for _, action := range []string{ActionApply, ActionDestroy, ActionDrift} {
-			for _, outcome := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeDeadlineExceeded} {
+			for _, outcome := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeDeadlineExceeded, OutcomeInterrupted} {
 				JobRuns.WithLabelValues(action, outcome)
 			}
 			if action != ActionDrift { // a drift check is never retried (O7)
-				for _, trigger := range []string{TriggerBackoff, TriggerAnnotation} {
+				for _, trigger := range []string{TriggerBackoff, TriggerAnnotation, TriggerInterrupt} {
 					JobRetries.WithLabelValues(action, trigger)
 				}
 			}

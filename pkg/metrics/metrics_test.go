@@ -24,13 +24,13 @@ func TestJobCountersRegisteredT7(t *testing.T) {
 	}
 	want := map[string][]string{
 		"captf_job_runs_total": {
-			"action=apply,outcome=deadline_exceeded", "action=apply,outcome=failed", "action=apply,outcome=succeeded",
-			"action=destroy,outcome=deadline_exceeded", "action=destroy,outcome=failed", "action=destroy,outcome=succeeded",
-			"action=drift,outcome=deadline_exceeded", "action=drift,outcome=failed", "action=drift,outcome=succeeded",
+			"action=apply,outcome=deadline_exceeded", "action=apply,outcome=failed", "action=apply,outcome=interrupted", "action=apply,outcome=succeeded",
+			"action=destroy,outcome=deadline_exceeded", "action=destroy,outcome=failed", "action=destroy,outcome=interrupted", "action=destroy,outcome=succeeded",
+			"action=drift,outcome=deadline_exceeded", "action=drift,outcome=failed", "action=drift,outcome=interrupted", "action=drift,outcome=succeeded",
 		},
 		"captf_job_retries_total": {
-			"action=apply,trigger=annotation", "action=apply,trigger=backoff",
-			"action=destroy,trigger=annotation", "action=destroy,trigger=backoff",
+			"action=apply,trigger=annotation", "action=apply,trigger=backoff", "action=apply,trigger=interrupted",
+			"action=destroy,trigger=annotation", "action=destroy,trigger=backoff", "action=destroy,trigger=interrupted",
 		},
 		"captf_jobs_pruned_total": {"action=apply", "action=destroy", "action=drift"},
 	}

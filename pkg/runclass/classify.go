@@ -221,9 +221,12 @@ func kindOf(k runresult.Kind) ErrorKind {
 	return ErrorUnknown
 }
 
-// PullGrace is how long a Job whose pod cannot pull an image is left to
-// the kubelet's retries before the manager ends it ([StopForPull]).
-const PullGrace = 2 * time.Minute
+// PullGrace is how long after its start a Job whose pod cannot pull an
+// image is left to the kubelet's retries (its pull backoff of 10 s, 20 s:
+// two or three attempts) before the manager ends it ([StopForPull]). SPEC
+// O2 wants ImagePullFailed within a minute: the manager looks at the Job
+// at PullGrace, then a few times more before the minute ends.
+const PullGrace = 30 * time.Second
 
 // StopForPull reports whether the manager ends a running Job whose pod
 // cannot pull an image (pf): when its generation is older than the
@@ -267,8 +270,9 @@ func PullMessage(pf *PullFailure) string {
 // NewRecord is status.lastRun for the run rec (as status.lastApply or
 // status.lastDestroy holds it) of action, classified as run (SPEC O1).
 // Its outcome is the record's, which the manager decides from (T7): the
-// classification adds why, never another outcome (an interruption is
-// retried at once only under SPEC O2, which the manager does not do yet).
+// classification adds why, never another outcome (an interrupted run's
+// record stays Failed; the manager retries it at once from lastRun's
+// error kind, SPEC O2).
 func NewRecord(action v1alpha1.JobAction, rec *v1alpha1.RunRecord, run Run) *Record {
 	out := &Record{
 		Job: rec.JobName, Operation: action, Generation: rec.Generation, Attempt: rec.Attempt,

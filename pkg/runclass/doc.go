@@ -27,12 +27,14 @@
 // Trust: a tenant can create pods that claim a Job (its label, an owner
 // reference). Only the one pod controlling the Job is read; when more
 // claim it, none is ([Pod.Claims]), and the run is reported from the Job
-// alone. Nothing here keeps more than bounded fields of a pod
-// ([TrimPodForCache] for the pending-pod cache).
+// alone. Nothing here keeps more than bounded fields of a pod.
 //
 // The package is pure: no client, no I/O, no logging. The workload
 // controller calls [Finished], [Gone] and [NewRecord] to record
-// status.lastRun once per recorded Job (SPEC O1, workload/lastrun.go);
-// the O2 parts (Interrupted retried at once, pull failures) are not wired
-// yet (docs/design.md, "Run results").
+// status.lastRun once per recorded Job (SPEC O1, workload/lastrun.go),
+// before it decides from the record, so an interrupted run is retried at
+// once and not counted (O2, workload/interrupt.go); it reads the pod of a
+// running Job none of whose pods is ready and calls [StopForPull] and
+// [Pulled] to end and record a Job whose image cannot be pulled
+// (workload/pull.go; docs/design.md, "Run results").
 package runclass

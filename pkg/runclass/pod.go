@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/pkg/runresult"
 )
@@ -147,44 +146,4 @@ func oneLine(s string) string {
 		}
 	}
 	return string(b)
-}
-
-// TrimPodForCache is the transform of the manager's pending-pod informer
-// (SPEC B1, B12: it selects captf.io/managed=true pods in phase Pending,
-// labels any tenant can set): it keeps the name, namespace, UID,
-// resourceVersion, deletion timestamp and controller reference, the
-// phase, and of each container waiting for an image it cannot pull its
-// name, image and reason, bounded; nothing else, no spec. Objects of other
-// types are returned unchanged.
-func TrimPodForCache(obj interface{}) (interface{}, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}
-	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && len(ref.Name) <= 253 && len(ref.Kind) <= maxReason && len(ref.APIVersion) <= maxReason {
-		out.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
-	keep := func(list []corev1.ContainerStatus) []corev1.ContainerStatus {
-		var kept []corev1.ContainerStatus
-		for _, s := range list {
-			if w := s.State.Waiting; w != nil && IsPullReason(w.Reason) && len(kept) < 2 {
-				kept = append(kept, corev1.ContainerStatus{
-					Name:  bounded(s.Name, maxName),
-					Image: bounded(s.Image, maxImage),
-					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: w.Reason, Message: bounded(w.Message, maxMessage)}},
-				})
-			}
-		}
-		return kept
-	}
-	out.Status.InitContainerStatuses = keep(p.Status.InitContainerStatuses)
-	out.Status.ContainerStatuses = keep(p.Status.ContainerStatuses)
-	return out, nil
 }

@@ -68,37 +68,3 @@ func TestPullFailureOfO2(t *testing.T) {
 		require.Equal(t, want, PullFailureOf(p) != nil, reason)
 	}
 }
-
-// TestTrimPodForCacheB1B12: the pending-pod cache keeps what the pull
-// check reads, bounded, and nothing else.
-func TestTrimPodForCacheB1B12(t *testing.T) {
-	p := podOf()
-	p.Status.Phase = corev1.PodPending
-	p.Status.ContainerStatuses[1].Image = strings.Repeat("i", 5000)
-	p.Status.ContainerStatuses[1].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: strings.Repeat("w", 5000)}}
-	obj, err := TrimPodForCache(p)
-	require.NoError(t, err)
-	got := obj.(*corev1.Pod)
-	require.Equal(t, "c-apply-1-x7k2q", got.Name)
-	require.Equal(t, "team-a", got.Namespace)
-	require.EqualValues(t, "pod-uid", got.UID)
-	require.Equal(t, "42", got.ResourceVersion)
-	require.NotNil(t, got.DeletionTimestamp)
-	require.Empty(t, got.Labels)
-	require.Empty(t, got.Annotations)
-	require.Equal(t, corev1.PodSpec{}, got.Spec)
-	require.Len(t, got.OwnerReferences, 1)
-	require.EqualValues(t, "job-uid", got.OwnerReferences[0].UID)
-	require.Empty(t, got.Status.Conditions)
-	require.Empty(t, got.Status.InitContainerStatuses, "no pull failure there")
-	require.Len(t, got.Status.ContainerStatuses, 1)
-	s := got.Status.ContainerStatuses[0]
-	require.Equal(t, "terraform", s.Name)
-	require.LessOrEqual(t, len(s.Image), runresult.MaxImage)
-	require.LessOrEqual(t, len(s.State.Waiting.Message), maxMessage)
-	require.Equal(t, "ErrImagePull", PullFailureOf(got).Reason)
-
-	same, err := TrimPodForCache("not a pod")
-	require.NoError(t, err)
-	require.Equal(t, "not a pod", same)
-}

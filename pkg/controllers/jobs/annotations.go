@@ -71,6 +71,20 @@ func AttemptOf(job *batchv1.Job) int {
 	return 1 + min(ReapplyOf(job), MaxAttempt-1)
 }
 
+// InterruptionsOf returns how many attempts of a Job's generation before
+// it were interrupted (its captf.io/interruptions annotation, SPEC O2): 0
+// when missing or not an integer from 0 to the Job's attempt minus 1.
+func InterruptionsOf(job *batchv1.Job) int {
+	if job == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(job.Annotations[v1alpha1.AnnotationJobInterruptions])
+	if err != nil || n < 0 || n >= AttemptOf(job) {
+		return 0
+	}
+	return n
+}
+
 // RetryOf returns the captf.io/retry value a Job was started for (SPEC
 // T7), "" when none.
 func RetryOf(job *batchv1.Job) string {

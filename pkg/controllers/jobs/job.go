@@ -177,6 +177,10 @@ type Params struct {
 	// DriftRemediation is recorded as captf.io/drift-remediation when
 	// above 0 (SPEC O7).
 	DriftRemediation int
+	// Interruptions counts the attempts of the generation before this one
+	// that were interrupted (SPEC O2), recorded as captf.io/interruptions
+	// when above 0: the backoff does not count them.
+	Interruptions int
 	// Retry is the captf.io/retry value this Job acts on (SPEC T7),
 	// recorded on the Job; "" records nothing.
 	Retry string
@@ -246,6 +250,9 @@ func Build(p Params) *batchv1.Job {
 	}
 	if p.DriftRemediation > 0 {
 		annotations[v1alpha1.AnnotationJobDriftRemediation] = strconv.Itoa(p.DriftRemediation)
+	}
+	if p.Interruptions > 0 {
+		annotations[v1alpha1.AnnotationJobInterruptions] = strconv.Itoa(p.Interruptions)
 	}
 	if p.Retry != "" {
 		annotations[v1alpha1.AnnotationRetry] = p.Retry

@@ -59,6 +59,7 @@ var (
 			v1alpha1.AnnotationJobReapply:          "C6: jobs.ReapplyOf",
 			v1alpha1.AnnotationJobAttempt:          "T7: jobs.AttemptOf",
 			v1alpha1.AnnotationJobDriftRemediation: "O7: jobs.DriftRemediationOf, the row of drift remediations the Job is part of",
+			v1alpha1.AnnotationJobInterruptions:    "O2: jobs.InterruptionsOf, attempts not counted towards the backoff",
 			v1alpha1.AnnotationRetry:               "T7: jobs.RetryOf, the captf.io/retry value the Job ran for",
 			v1alpha1.AnnotationInputsHash:          "K6: jobs.InputsHashOf, the contract inputs the Job ran with",
 			v1alpha1.AnnotationJobCluster:          "O4: workload slots.go, the cluster whose cap the Job counts against",

@@ -105,7 +105,9 @@ var jobConditions = map[batchv1.JobConditionType]bool{
 // (K5: a Job created suspended still waits for its run Secret,
 // workload suspendedRun; no pod template above all, B1), and of its status
 // the conditions jobs.Status reads, the completion time jobs.FinishTime
-// falls back on, and the start time status.lastRun records (SPEC O1).
+// falls back on, the start time status.lastRun records (SPEC O1), and
+// how many pods are ready (SPEC O2: a running Job none of whose pods is
+// ready may wait for an image it cannot pull, workload pull.go).
 func TrimJob(j *batchv1.Job) {
 	Metadata(&j.ObjectMeta, Job)
 	j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend}
@@ -115,7 +117,7 @@ func TrimJob(j *batchv1.Job) {
 			conds = append(conds, c)
 		}
 	}
-	j.Status = batchv1.JobStatus{Conditions: conds, StartTime: j.Status.StartTime, CompletionTime: j.Status.CompletionTime}
+	j.Status = batchv1.JobStatus{Conditions: conds, StartTime: j.Status.StartTime, CompletionTime: j.Status.CompletionTime, Ready: j.Status.Ready}
 }
 
 // TrimMirror keeps a Secret of the mirror informer as [Mirror] says, and

@@ -53,6 +53,12 @@ func (c *Controller) applyStep(ctx context.Context, w *workload, creds credentia
 			return w, err
 		}
 	}
+	// O2: how the newest run ended, before deciding from it; a running
+	// Job whose image cannot be pulled is ended and recorded.
+	if err := c.classifyRuns(ctx, w, cached, now, v1alpha1.JobActionApply); err != nil {
+		return w, err
+	}
+	cached = c.pullStep(ctx, w, cached, now)
 	w, err = c.applyJob(ctx, w, creds, cached, now)
 	// T7: decided from the cache, so a pass with nothing to prune makes
 	// no request.
@@ -176,9 +182,11 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		plan.retry = retry
 	}
 	if done {
+		count := countRun(w, set, rec) // O2
+		plan.interruptions = nextInterruptions(rec, count, gen)
 		var next time.Time
-		if rec.Outcome != v1alpha1.RunSucceeded {
-			next = retryAt(rec)
+		if rec.Outcome != v1alpha1.RunSucceeded && !count.interrupted {
+			next = retryAt(rec, count)
 		}
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
 		switch n := reapplyNumber(w, set, rec, creds); {
@@ -195,6 +203,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			plan.remediation = remedy
 		case rec.Outcome == v1alpha1.RunSucceeded:
 			return false, runPlan{}
+		case count.interrupted:
+			// O2: an interrupted run is retried at once, not counted.
+			plan.trigger = metrics.TriggerInterrupt
 		case now.Before(next):
 			c.requeueAt(w, next, now)
 			return false, runPlan{}
@@ -308,6 +319,7 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		Identity:              creds.identity,
 		Reapply:               plan.reapply,
 		Attempt:               plan.attempt,
+		Interruptions:         plan.interruptions,
 		Retry:                 plan.retry,
 		DriftRemediation:      plan.remediation,
 		Variables:             v1alpha1.VariablesOf(w.robj),

@@ -77,6 +77,12 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 			return false, err
 		}
 	}
+	// O2: how the newest runs ended, before deciding from them; a running
+	// Job whose image cannot be pulled is ended and recorded.
+	if err := c.classifyRuns(ctx, w, cached, now, v1alpha1.JobActionApply, v1alpha1.JobActionDestroy); err != nil {
+		return false, err
+	}
+	cached = c.pullStep(ctx, w, cached, now)
 	set := cached
 	if set.running == nil && set.find(v1alpha1.JobActionDestroy, -1) == nil && w.status.LastDestroy == nil {
 		// The next step starts a destroy Job or drops the finalizer:
@@ -109,6 +115,10 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"waiting for %s Job %s to end before destroying", jobs.ActionOf(set.running), set.running.Name)
 		return false, nil
+	case endedRun(set.running, rec):
+		// O2: ended for its image; its deletion completes first (J1).
+		c.reportRecord(w, v1alpha1.JobActionDestroy, rec, "", retryAt(rec, countRun(w, set, rec)), now)
+		return false, nil
 	case set.running != nil:
 		c.reportJob(w, set.running, now)
 		return false, nil
@@ -125,11 +135,11 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 			return true, c.deleteState(ctx, w)
 		}
 		// A failed destroy is retried after its backoff; a new generation
-		// restarts the count and runs at once.
-		next := now
-		if rec.Generation == gen {
-			next = retryAt(rec)
-		}
+		// restarts the count and runs at once, and so does an interrupted
+		// destroy (O2).
+		count := countRun(w, set, rec)
+		plan.interruptions = nextInterruptions(rec, count, gen)
+		next := destroyRetryAt(rec, count, gen, now)
 		c.reportRecord(w, v1alpha1.JobActionDestroy, rec, detailOf(set, rec), next, now)
 		if !retryNew && now.Before(next) {
 			c.requeueAt(w, next, now)
@@ -141,6 +151,8 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		case rec.Generation != gen:
 		case retryNew:
 			plan.trigger = metrics.TriggerAnnotation
+		case count.interrupted:
+			plan.trigger = metrics.TriggerInterrupt
 		default:
 			plan.trigger = metrics.TriggerBackoff
 		}
@@ -164,6 +176,19 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		return c.destroyStep(ctx, w, fresh, now)
 	}
 	return false, c.startDestroy(ctx, w, set, plan)
+}
+
+// destroyRetryAt is when the next destroy after the failed rec starts: now
+// for a new generation, at once (zero) after an interruption (O2), else
+// after its backoff (T7).
+func destroyRetryAt(rec *v1alpha1.RunRecord, count runCount, gen int64, now time.Time) time.Time {
+	switch {
+	case rec.Generation != gen:
+		return now
+	case count.interrupted:
+		return time.Time{}
+	}
+	return retryAt(rec, count)
 }
 
 // startDestroy creates the destroy Job once the credentials are current

@@ -51,6 +51,19 @@ func newJobSet(all []*batchv1.Job) jobSet {
 	return s
 }
 
+// without returns s less Job j (O2: a Job the pass ended).
+func (s jobSet) without(j *batchv1.Job) jobSet {
+	rest := make([]*batchv1.Job, 0, len(s.all))
+	for _, x := range s.all {
+		if x != j {
+			rest = append(rest, x)
+		}
+	}
+	out := newJobSet(rest)
+	out.fresh = s.fresh
+	return out
+}
+
 // maxFreshJobs bounds the Jobs one object's fresh read keeps: far more
 // than pruning leaves (T7), so only Jobs forged past the admission policy
 // (B3) can reach it.

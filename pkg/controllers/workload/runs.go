@@ -62,10 +62,13 @@ type runPlan struct {
 	// retry is the captf.io/retry token the Job acts on, "" when none.
 	retry string
 	// trigger says why the Job runs its generation's action again after a
-	// recorded run (metrics.TriggerBackoff or metrics.TriggerAnnotation),
-	// for captf_job_retries_total; "" for a first attempt or a C6
-	// re-apply.
+	// recorded run (metrics.TriggerBackoff, TriggerAnnotation or
+	// TriggerInterrupt), for captf_job_retries_total; "" for a first
+	// attempt or a C6 re-apply.
 	trigger string
+	// interruptions counts the generation's interrupted attempts before
+	// the Job (O2), which its backoff will not count.
+	interruptions int
 }
 
 // recordOf returns the record of a finished Job; nil while it runs. A Job
@@ -87,6 +90,12 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 	if !ok {
 		finish = now
 	}
+	return runRecord(j, outcome, finish)
+}
+
+// runRecord is the record of Job j's run, which ended with outcome at
+// finish.
+func runRecord(j *batchv1.Job, outcome v1alpha1.RunOutcome, finish time.Time) *v1alpha1.RunRecord {
 	gen, _ := jobs.GenerationOf(j)
 	hash := jobs.SourceHashOf(j)
 	if jobs.ActionOf(j) == v1alpha1.JobActionDrift {
@@ -180,7 +189,11 @@ func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
 		if r == nil || sameRun(r, was[i]) || sameRun(r, wrote[i]) {
 			continue
 		}
-		metrics.JobRuns.WithLabelValues(actions[i], outcomeLabel(r.Outcome)).Inc()
+		label := outcomeLabel(r.Outcome)
+		if interruptedRun(written.LastRun, r) {
+			label = metrics.OutcomeInterrupted // O2: not a failure
+		}
+		metrics.JobRuns.WithLabelValues(actions[i], label).Inc()
 	}
 }
 
@@ -266,21 +279,18 @@ func retryRequested(w *workload, set jobSet) (token string, isNew bool) {
 	return token, true
 }
 
-// retryAt returns when the next attempt after the failed rec starts: its
-// finish time plus the backoff of its attempt (T7).
-func retryAt(rec *v1alpha1.RunRecord) time.Time {
-	return rec.FinishTime.Add(retryBackoff(rec.Attempt))
-}
-
 // requeueAt makes the object's key come back at t (the queue runs on the
 // controller's clock), when a backed-off retry is due.
 func (c *Controller) requeueAt(w *workload, t, now time.Time) {
 	c.queues[w.kind.name].AddAfter(w.key(), max(t.Sub(now), 0))
 }
 
-// reportRecord sets ApplyJobSucceeded from a finished run (J7, T7).
+// reportRecord sets ApplyJobSucceeded from a finished run (J7, T7, O2).
 // detail is the Job controller's message when the Job still exists. For a
 // failure, next is when the next attempt starts (zero: not decided here).
+// status.lastRun, when it describes rec, names an interruption
+// (JobInterrupted), an image that cannot be pulled (ImagePullFailed) or
+// that holds no module (ImageInvalid) with runclass's headline.
 func (c *Controller) reportRecord(w *workload, action v1alpha1.JobAction, rec *v1alpha1.RunRecord, detail string, next, now time.Time) {
 	what := fmt.Sprintf("%s Job %s (generation %d, attempt %d)", action, rec.JobName, rec.Generation, rec.Attempt)
 	if rec.Outcome == v1alpha1.RunSucceeded {
@@ -296,11 +306,20 @@ func (c *Controller) reportRecord(w *workload, action v1alpha1.JobAction, rec *v
 	}
 	retry := fmt.Sprintf("set annotation %s to a new value to run it again at once", v1alpha1.AnnotationRetry)
 	if !next.IsZero() {
-		retry = fmt.Sprintf("a new %s Job starts at %s (backoff %s); %s", action, next.UTC().Format(time.RFC3339), retryBackoff(rec.Attempt), retry)
+		retry = fmt.Sprintf("a new %s Job starts at %s (backoff %s); %s", action, next.UTC().Format(time.RFC3339), max(next.Sub(rec.FinishTime.Time), 0), retry)
 	}
 	if rec.Outcome == v1alpha1.RunDeadlineExceeded {
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonJobDeadlineExceeded,
 			"%s ran past spec.jobs.activeDeadlineSeconds%s; %s", what, detail, retry)
+		return
+	}
+	if reason, headline := classifiedReason(w.status.LastRun, rec, next); reason != "" {
+		status := metav1.ConditionFalse
+		if reason == v1alpha1.ReasonJobInterrupted {
+			status = metav1.ConditionUnknown
+			retry = fmt.Sprintf("not counted as a failure: a new %s Job starts at once", action)
+		}
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, status, reason, "%s: %s; %s", what, headline, retry)
 		return
 	}
 	reason := v1alpha1.ReasonApplyFailed
@@ -310,25 +329,29 @@ func (c *Controller) reportRecord(w *workload, action v1alpha1.JobAction, rec *v
 	setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, reason, "%s failed%s; see its logs; %s", what, detail, retry)
 }
 
-// reportRunning sets ApplyJobSucceeded while a Job of w runs: the apply
-// of this generation is reported as running; a drift check of the
-// applied generation leaves the condition as the apply's record says
-// (O7); any other Job holds the generation's apply until it ends.
+// reportRunning sets ApplyJobSucceeded while set.running runs: from the
+// record when the manager ended it (O2: its image cannot be pulled; its
+// deletion completes first, J1); as the apply's record says during a drift
+// check of the applied generation (O7); as running for the apply of this
+// generation; and for any other Job, that it holds the generation's apply
+// until it ends.
 func (c *Controller) reportRunning(w *workload, set jobSet, rec *v1alpha1.RunRecord, now time.Time) {
-	gen := w.obj.GetGeneration()
-	g, _ := jobs.GenerationOf(set.running)
+	j, gen := set.running, w.obj.GetGeneration()
+	g, _ := jobs.GenerationOf(j)
 	switch {
+	case endedRun(j, rec):
+		c.reportRecord(w, v1alpha1.JobActionApply, rec, "", retryAt(rec, countRun(w, set, rec)), now)
 	case runningDrift(set) && coversGeneration(w, rec):
 		var next time.Time
 		if rec.Outcome != v1alpha1.RunSucceeded {
-			next = retryAt(rec)
+			next = retryAt(rec, countRun(w, set, rec))
 		}
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
-	case jobs.ActionOf(set.running) == v1alpha1.JobActionApply && g == gen:
-		c.reportJob(w, set.running, now)
+	case jobs.ActionOf(j) == v1alpha1.JobActionApply && g == gen:
+		c.reportJob(w, j, now)
 	default:
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
-			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(set.running), set.running.Name, g, gen)
+			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(j), j.Name, g, gen)
 	}
 }
 

@@ -31,8 +31,8 @@ type jobCounters map[string]float64
 
 var (
 	metricActions  = []string{metrics.ActionApply, metrics.ActionDestroy, "unknown"}
-	metricOutcomes = []string{metrics.OutcomeSucceeded, metrics.OutcomeFailed, metrics.OutcomeDeadlineExceeded}
-	metricTriggers = []string{metrics.TriggerBackoff, metrics.TriggerAnnotation}
+	metricOutcomes = []string{metrics.OutcomeSucceeded, metrics.OutcomeFailed, metrics.OutcomeDeadlineExceeded, metrics.OutcomeInterrupted}
+	metricTriggers = []string{metrics.TriggerBackoff, metrics.TriggerAnnotation, metrics.TriggerInterrupt}
 )
 
 // readJobCounters reads the counters; keys are "runs <action> <outcome>",

@@ -117,6 +117,17 @@ const (
 	ReasonDestroyFailed ConditionReason = "DestroyFailed"
 	// ReasonJobDeadlineExceeded: the latest Job ran past activeDeadlineSeconds.
 	ReasonJobDeadlineExceeded ConditionReason = "JobDeadlineExceeded"
+	// ReasonJobInterrupted: the latest Job's pod was evicted, preempted,
+	// deleted or lost with its node, or a signal stopped the run; it is not
+	// counted as a failure and a new Job starts at once (SPEC O2, A3-86).
+	// ApplyJobSucceeded is Unknown: the run's outcome is not known.
+	ReasonJobInterrupted ConditionReason = "JobInterrupted"
+	// ReasonImagePullFailed: an image of the latest Job's pod could not be
+	// pulled; the manager ended the Job (SPEC O2, A3-88).
+	ReasonImagePullFailed ConditionReason = "ImagePullFailed"
+	// ReasonImageInvalid: the module image holds no module (the runner's
+	// image-layout error, SPEC O2, A3-06).
+	ReasonImageInvalid ConditionReason = "ImageInvalid"
 	// ReasonIdentityNotAllowed: a destroy waits for its identity to allow the
 	// namespace again (SPEC V2).
 	ReasonIdentityNotAllowed ConditionReason = "IdentityNotAllowed"

@@ -37,6 +37,10 @@ const (
 	// action and generation (SPEC T7); absent means attempt 1 (or, on a
 	// re-apply Job created before T7, 1 + its re-apply number).
 	AnnotationJobAttempt = "captf.io/attempt"
+	// AnnotationJobInterruptions counts on a Job the attempts of its
+	// generation before it that were interrupted (SPEC O2): they are not
+	// counted towards the failure backoff. Absent means none.
+	AnnotationJobInterruptions = "captf.io/interruptions"
 	// AnnotationInputsHash records on a Job, and on an inputs Secret, the
 	// hash of the contract inputs it holds (SPEC K6).
 	AnnotationInputsHash = "captf.io/inputs-hash"
