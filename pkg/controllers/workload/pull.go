@@ -143,4 +143,3 @@ func (c *Controller) endJob(ctx context.Context, j *batchv1.Job) error {
 func endedRun(j *batchv1.Job, rec *v1alpha1.RunRecord) bool {
 	return j != nil && rec != nil && rec.JobName == j.Name
 }
-
