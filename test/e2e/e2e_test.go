@@ -509,6 +509,13 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	// destroys unchanged.
 	e.upstreamLayout(ctx, t)
 
+	// O1: a run that fails is explained without its pod; O2: an image
+	// that cannot be pulled is reported within a minute.
+	e.failedRun(ctx, t)
+	e.imagePullFailed(ctx, t)
+	// O9: a variable from a labelled ConfigMap, re-applied on its change.
+	e.variablesFromConfigMap(ctx, t)
+
 	// A4: no user, no mirror: the identity can be deleted.
 	e.waitFor(ctx, t, 2*time.Minute, "the identity deleted (A4 lets it go once unused)", func() (bool, string) {
 		err := e.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Delete(ctx, identity, metav1.DeleteOptions{})
@@ -554,26 +561,9 @@ func (e *env) createIdentity(ctx context.Context, t *testing.T) {
 // cloud, and gone with the resource after its deletion.
 func (e *env) upstreamLayout(ctx context.Context, t *testing.T) {
 	const name = "demo-upstream"
-	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}},
-		Spec: v1alpha1.TerraformClusterSpec{
-			IdentityRef: &v1alpha1.IdentityReference{Name: identity},
-			Source:      v1alpha1.SourceSpec{Image: upstreamModuleImage},
-			Variables:   variables(t, map[string]any{"name": name, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint}),
-		},
-	}
-	c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("O10: creating %s: %v", name, err)
-	}
+	e.createTenantCluster(ctx, t, "O10", name, upstreamModuleImage, map[string]any{"name": name, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint})
 	id := moduleID(tenant, name)
-	e.waitFor(ctx, t, 5*time.Minute, "O10: the upstream-layout cluster Ready", func() (bool, string) {
-		got, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return meta.IsStatusConditionTrue(got.Status.Conditions, string(v1alpha1.ConditionReady)), fmt.Sprintf("%v; pods: %s", got.Status.Conditions, e.podSummary(ctx, tenant))
-	})
+	e.waitTenantClusterReady(ctx, t, name, "O10: the upstream-layout cluster Ready")
 	found := false
 	for _, r := range e.cloud.resources(ctx, t, tokenB) {
 		found = found || r.ID == id
@@ -581,18 +571,7 @@ func (e *env) upstreamLayout(ctx context.Context, t *testing.T) {
 	if !found {
 		t.Errorf("O10: the fake cloud holds no resource %s after the upstream-layout apply", id)
 	}
-	if err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitFor(ctx, t, 5*time.Minute, "O10: the upstream-layout cluster gone after its destroy", func() (bool, string) {
-		_, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, c.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v; pods: %s", err, e.podSummary(ctx, tenant))
-	})
-	for _, r := range e.cloud.resources(ctx, t, tokenB) {
-		if r.ID == id {
-			t.Errorf("O10: the fake cloud still holds %s after the destroy", id)
-		}
-	}
+	e.deleteTenantCluster(ctx, t, name)
 }
 
 // checkRestrictedJob: the Job's pod was admitted in a namespace enforcing
@@ -762,8 +741,15 @@ func (e *env) waitIdentityCondition(ctx context.Context, t *testing.T, ct v1alph
 
 func (e *env) editCluster(ctx context.Context, t *testing.T, edit func(*v1alpha1.TerraformCluster)) {
 	t.Helper()
-	e.waitFor(ctx, t, time.Minute, "the cluster updated", func() (bool, string) {
-		c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, clusterName, metav1.GetOptions{})
+	e.editClusterNamed(ctx, t, clusterName, edit)
+}
+
+// editClusterNamed updates the tenant's TerraformCluster name with edit,
+// again on a conflict.
+func (e *env) editClusterNamed(ctx context.Context, t *testing.T, name string, edit func(*v1alpha1.TerraformCluster)) {
+	t.Helper()
+	e.waitFor(ctx, t, time.Minute, name+" updated", func() (bool, string) {
+		c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}

@@ -81,6 +81,17 @@ variable "rotation_wait_seconds" {
   description = "If above 0, apply waits up to this long for the credential file to be rotated (SPEC R3 probe)."
 }
 
+variable "fail_plan" {
+  type        = string
+  default     = ""
+  description = "If set, the plan fails on this variable's validation: the e2e's failing run (SPEC O1)."
+
+  validation {
+    condition     = var.fail_plan == ""
+    error_message = "The e2e module refuses to plan while fail_plan is set."
+  }
+}
+
 variable "credential_check" {
   type        = string
   default     = ""
