@@ -1,0 +1,265 @@
+package workload
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/freshness"
+	"github.com/captf/captf/pkg/controllers/index"
+	"github.com/captf/captf/pkg/controllers/loop"
+)
+
+// Handlers map events to keys and enqueue them; nothing else.
+
+// Enqueue adds an object of kind to its queue.
+func (c *Controller) Enqueue(kind string, key cache.ObjectName) {
+	if q, ok := c.queues[kind]; ok {
+		q.Add(key)
+	}
+}
+
+// EnqueueOwners enqueues the workload objects a mirror or Job names as
+// owners (M8), each stamped as it is added: the mirror and Job event
+// handlers use it for a change, whose reconcile reads afresh (SPEC P1).
+func (c *Controller) EnqueueOwners(obj metav1.Object) {
+	eachOwner(obj, c.Enqueue)
+}
+
+// EnqueueOwnersStamped enqueues the owners of objs as one batch stamped at
+// (SPEC P1): a source read that began after at serves them all. The
+// identity controller uses it for S4 with the ticket of the source read
+// that found the mirrors stale, so its owners reuse that read.
+func (c *Controller) EnqueueOwnersStamped(at freshness.Stamp, objs ...metav1.Object) {
+	batches := map[string][]cache.ObjectName{}
+	for _, obj := range objs {
+		eachOwner(obj, func(kind string, key cache.ObjectName) {
+			batches[kind] = append(batches[kind], key)
+		})
+	}
+	for kind, keys := range batches {
+		if q, ok := c.queues[kind]; ok {
+			q.AddStamped(at, keys...)
+		}
+	}
+}
+
+// eachOwner calls fn with the kind and key of each owner of obj in our API
+// group (M8).
+func eachOwner(obj metav1.Object, fn func(kind string, key cache.ObjectName)) {
+	for _, ref := range obj.GetOwnerReferences() {
+		if gv := ref.APIVersion; gv != v1alpha1.SchemeGroupVersion.String() {
+			continue
+		}
+		fn(ref.Kind, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+	}
+}
+
+func (c *Controller) enqueueObject(obj interface{}) {
+	m, ok := loop.Unwrap(obj).(metav1.Object)
+	if !ok {
+		return
+	}
+	c.Enqueue(index.KindOf(m), cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()})
+}
+
+// enqueueMembers enqueues the machines and pools that inherit from cluster (I3).
+func (c *Controller) enqueueMembers(obj interface{}) {
+	cl, ok := loop.Unwrap(obj).(*v1alpha1.TerraformCluster)
+	if !ok {
+		return
+	}
+	members, err := c.resolver.MembersOf(cl)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, m := range members {
+		c.enqueueObject(m)
+	}
+}
+
+// EnqueueUsers enqueues every object that resolves to identity (I4; a
+// source change, P2), as one batch: one source read after it serves them
+// all (SPEC P1).
+func (c *Controller) EnqueueUsers(identity string) {
+	users, err := c.resolver.Users(identity)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	at := freshness.Now()
+	for _, u := range users {
+		if q, ok := c.queues[u.Kind]; ok {
+			q.AddStamped(at, cache.ObjectName{Namespace: u.Namespace, Name: u.Name})
+		}
+	}
+}
+
+// enqueueNamespace enqueues every workload object in namespace (N5).
+func (c *Controller) enqueueNamespace(namespace string) {
+	for name, k := range c.kinds {
+		objs, err := k.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			utilruntime.HandleError(err)
+			continue
+		}
+		for _, o := range objs {
+			if key, ok := loop.KeyOf(o); ok {
+				c.Enqueue(name, key)
+			}
+		}
+	}
+}
+
+// workloadChanged reports whether an update of a workload object needs a
+// reconcile: not when only its status changed (the manager's own writes).
+// Owner references count (K2): a MachineSet creates a TerraformMachine
+// owned by itself, and the Machine controller makes the Machine its
+// controller owner only afterwards, in an update that changes nothing else.
+func workloadChanged(oldObj, newObj interface{}) bool {
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
+		o.GetUID() != n.GetUID()
+}
+
+// handle registers h on informer; Run waits until h has seen the
+// informer's initial list (loop.Handle).
+func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+	return loop.Handle(&c.synced, informer, h)
+}
+
+// addHandlers registers the event handlers: each only maps an event to
+// keys and enqueues them.
+func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
+	for _, k := range c.kinds {
+		if err := c.handle(k.informer, cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueueObject,
+			UpdateFunc: func(oldObj, newObj interface{}) {
+				if workloadChanged(oldObj, newObj) {
+					c.enqueueObject(newObj)
+				}
+			},
+			// A deletion enqueues the key: its reconcile finds the object
+			// gone and forgets everything kept about it (sync, B15).
+			DeleteFunc: c.enqueueObject,
+		}); err != nil {
+			return err
+		}
+	}
+	return c.addDependentHandlers(ctx, inf)
+}
+
+// addDependentHandlers maps events of the other kinds to the workload
+// objects they affect.
+func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) error {
+	logger := klog.FromContext(ctx)
+	// A cluster's identityRef, defaults or labels decide its members'
+	// identity (I2, I3).
+	if err := c.handle(inf.Clusters.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueMembers,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			if workloadChanged(oldObj, newObj) {
+				c.enqueueMembers(oldObj)
+				c.enqueueMembers(newObj)
+			}
+		},
+		DeleteFunc: c.enqueueMembers,
+	}); err != nil {
+		return err
+	}
+	identityName := func(obj interface{}) string {
+		if id, ok := loop.Unwrap(obj).(*v1alpha1.TerraformClusterIdentity); ok {
+			return id.Name
+		}
+		return ""
+	}
+	if err := c.handle(inf.Identities.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { c.EnqueueUsers(identityName(obj)) },
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			// Spec or deletion (I4); the identity's own status writes are not
+			// a change its users care about.
+			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
+			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) {
+				logger.V(4).Info("Identity changed; enqueueing its users", "identity", n.Name)
+				c.EnqueueUsers(n.Name)
+			}
+		},
+		DeleteFunc: func(obj interface{}) { c.EnqueueUsers(identityName(obj)) },
+	}); err != nil {
+		return err
+	}
+	if err := c.handle(inf.Namespaces.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
+			if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Phase != n.Status.Phase {
+				c.enqueueNamespace(n.Name)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	if err := c.addContractHandlers(inf); err != nil {
+		return err
+	}
+	if err := c.addVariablesHandlers(inf.VariablesSources); err != nil {
+		return err
+	}
+	return c.addOwnedHandlers(inf)
+}
+
+// addOwnedHandlers makes mirror and Job events reach their owners (M8),
+// except the echo of the manager's own write.
+func (c *Controller) addOwnedHandlers(inf Informers) error {
+	ownersOf := func(obj interface{}) {
+		if m, ok := loop.Unwrap(obj).(metav1.Object); ok {
+			c.EnqueueOwners(m)
+		}
+	}
+	ownersOnAdd := func(obj interface{}) {
+		m := obj.(metav1.Object)
+		if !c.echoes.isEcho(cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}, m.GetResourceVersion()) {
+			c.EnqueueOwners(m)
+		}
+	}
+	ownersOnChange := func(oldObj, newObj interface{}) {
+		o, n := oldObj.(metav1.Object), newObj.(metav1.Object)
+		if o.GetResourceVersion() == n.GetResourceVersion() ||
+			c.echoes.isEcho(cache.ObjectName{Namespace: n.GetNamespace(), Name: n.GetName()}, n.GetResourceVersion()) {
+			return
+		}
+		ownersOf(oldObj)
+		ownersOf(newObj)
+	}
+	ownersOnDelete := func(obj interface{}) {
+		if key, ok := loop.KeyOf(obj); ok {
+			c.echoes.forget(key)
+		}
+		ownersOf(obj)
+	}
+	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
+		if err := c.handle(informer, cache.ResourceEventHandlerFuncs{
+			AddFunc:    ownersOnAdd,
+			UpdateFunc: ownersOnChange,
+			DeleteFunc: ownersOnDelete,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
