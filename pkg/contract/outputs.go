@@ -103,105 +103,137 @@ func (p *problems) add(reason v1alpha1.ConditionReason, format string, args ...a
 // outputs each role needs are required (a cluster's endpoint unless it is
 // already set, a machine's provider_id, a pool's provider_id_list).
 func MapOutputs(ctx OutputsContext, values map[string]json.RawMessage) Outputs {
-	var out Outputs
-	var p problems
-	required := func(name string, parse func(json.RawMessage) error) {
-		raw, ok := values[name]
-		switch {
-		case !ok:
-			p.add(v1alpha1.ReasonOutputsMissing, "output %s is missing (a sensitive output is not published: declare it sensitive = false)", name)
-		case isNull(raw):
-			p.add(v1alpha1.ReasonOutputsPending, "output %s is null (pending)", name)
-		default:
-			if err := parse(raw); err != nil {
-				p.add(v1alpha1.ReasonOutputsInvalid, "%v", err)
-			}
-		}
-	}
-	optional := func(name string, parse func(json.RawMessage) error) {
-		raw, ok := values[name]
-		if !ok || isNull(raw) {
-			return
-		}
-		if err := parse(raw); err != nil {
-			p.add(v1alpha1.ReasonOutputsInvalid, "%v", err)
-		}
-	}
+	m := &mapper{values: values}
 	switch ctx.Kind {
 	case v1alpha1.KindTerraformCluster:
-		parseEP := func(raw json.RawMessage) (err error) { out.Endpoint, err = ParseEndpoint(raw); return err }
-		if ctx.EndpointSet {
-			optional(OutputControlPlaneEndpoint, parseEP)
-		} else {
-			required(OutputControlPlaneEndpoint, parseEP)
-		}
-		optional(OutputFailureDomains, func(raw json.RawMessage) (err error) { out.FailureDomains, err = parseFailureDomains(raw); return err })
-		out.Exports = json.RawMessage(`{}`)
-		optional(OutputExports, func(raw json.RawMessage) error {
-			var b bytes.Buffer
-			if err := json.Compact(&b, raw); err != nil {
-				return fmt.Errorf("output %s is not valid JSON", OutputExports)
-			}
-			if b.Len() > MaxExportsBytes {
-				return fmt.Errorf("output %s is %d bytes as JSON, more than %d", OutputExports, b.Len(), MaxExportsBytes)
-			}
-			if b.Bytes()[0] != '{' {
-				return fmt.Errorf("output %s must be an object", OutputExports)
-			}
-			out.Exports = b.Bytes()
-			return nil
-		})
+		m.cluster(ctx)
 	case v1alpha1.KindTerraformMachine:
-		required(OutputProviderID, func(raw json.RawMessage) (err error) {
-			out.ProviderID, err = ParseProviderID(raw)
-			if err == nil && ctx.ProviderID != "" && out.ProviderID != ctx.ProviderID {
-				p.add(v1alpha1.ReasonProviderIDChanged, "output %s changed from the machine's spec.providerID %s to %s: a machine's provider ID is set once; replace the machine",
-					OutputProviderID, truncate(ctx.ProviderID), truncate(out.ProviderID))
-			}
-			return err
-		})
-		optional(OutputAddresses, func(raw json.RawMessage) (err error) { out.Addresses, err = parseAddresses(raw); return err })
-		optional(OutputFailureDomain, func(raw json.RawMessage) error {
-			fd, err := parseString(OutputFailureDomain, raw, 256)
-			if err != nil {
-				return err
-			}
-			if ctx.MachineFailureDomain != "" && fd != ctx.MachineFailureDomain {
-				p.add(v1alpha1.ReasonFailureDomainMismatch, "output %s is %q but the Machine's spec.failureDomain is %q",
-					OutputFailureDomain, truncate(fd), truncate(ctx.MachineFailureDomain))
-				return nil
-			}
-			out.FailureDomain = fd
-			return nil
-		})
-		optional(OutputInterruptible, func(raw json.RawMessage) error {
-			if err := json.Unmarshal(raw, &out.Interruptible); err != nil {
-				return fmt.Errorf("output %s must be a bool", OutputInterruptible)
-			}
-			return nil
-		})
+		m.machine(ctx)
 	case v1alpha1.KindTerraformMachinePool:
-		required(OutputProviderIDList, func(raw json.RawMessage) (err error) {
-			out.ProviderIDList, err = ParseProviderIDList(raw)
-			out.HasProviderIDList = err == nil
-			return err
-		})
-		optional(OutputReplicas, func(raw json.RawMessage) error {
-			var n int32
-			if err := json.Unmarshal(raw, &n); err != nil || n < 0 {
-				return fmt.Errorf("output %s must be a number from 0", OutputReplicas)
-			}
-			out.Replicas = &n
-			return nil
-		})
+		m.pool()
 	}
-	if p.reason == "" {
+	out := m.out
+	if m.p.reason == "" {
 		out.Valid = Condition{Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonOutputsValid, Message: "the contract outputs are valid"}
 	} else {
-		out.Valid = Condition{Status: metav1.ConditionFalse, Reason: p.reason, Message: strings.Join(p.msgs, "; ")}
+		out.Valid = Condition{Status: metav1.ConditionFalse, Reason: m.p.reason, Message: strings.Join(m.p.msgs, "; ")}
 	}
 	out.Health = health(values)
 	return out
+}
+
+// mapper maps the outputs of one object into out, noting the problems.
+type mapper struct {
+	values map[string]json.RawMessage
+	out    Outputs
+	p      problems
+}
+
+// required parses output name, which must be there and not null.
+func (m *mapper) required(name string, parse func(json.RawMessage) error) {
+	raw, ok := m.values[name]
+	switch {
+	case !ok:
+		m.p.add(v1alpha1.ReasonOutputsMissing, "output %s is missing (a sensitive output is not published: declare it sensitive = false)", name)
+	case isNull(raw):
+		m.p.add(v1alpha1.ReasonOutputsPending, "output %s is null (pending)", name)
+	default:
+		if err := parse(raw); err != nil {
+			m.p.add(v1alpha1.ReasonOutputsInvalid, "%v", err)
+		}
+	}
+}
+
+// optional parses output name when it is there and not null.
+func (m *mapper) optional(name string, parse func(json.RawMessage) error) {
+	raw, ok := m.values[name]
+	if !ok || isNull(raw) {
+		return
+	}
+	if err := parse(raw); err != nil {
+		m.p.add(v1alpha1.ReasonOutputsInvalid, "%v", err)
+	}
+}
+
+// cluster maps a TerraformCluster's outputs: its endpoint (required until
+// the spec sets one), failure domains and exports.
+func (m *mapper) cluster(ctx OutputsContext) {
+	out := &m.out
+	parseEP := func(raw json.RawMessage) (err error) { out.Endpoint, err = ParseEndpoint(raw); return err }
+	if ctx.EndpointSet {
+		m.optional(OutputControlPlaneEndpoint, parseEP)
+	} else {
+		m.required(OutputControlPlaneEndpoint, parseEP)
+	}
+	m.optional(OutputFailureDomains, func(raw json.RawMessage) (err error) { out.FailureDomains, err = parseFailureDomains(raw); return err })
+	out.Exports = json.RawMessage(`{}`)
+	m.optional(OutputExports, func(raw json.RawMessage) error {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return fmt.Errorf("output %s is not valid JSON", OutputExports)
+		}
+		if b.Len() > MaxExportsBytes {
+			return fmt.Errorf("output %s is %d bytes as JSON, more than %d", OutputExports, b.Len(), MaxExportsBytes)
+		}
+		if b.Bytes()[0] != '{' {
+			return fmt.Errorf("output %s must be an object", OutputExports)
+		}
+		out.Exports = b.Bytes()
+		return nil
+	})
+}
+
+// machine maps a TerraformMachine's outputs: its provider ID (set once),
+// addresses, failure domain (as the Machine's) and interruptible.
+func (m *mapper) machine(ctx OutputsContext) {
+	out, p := &m.out, &m.p
+	m.required(OutputProviderID, func(raw json.RawMessage) (err error) {
+		out.ProviderID, err = ParseProviderID(raw)
+		if err == nil && ctx.ProviderID != "" && out.ProviderID != ctx.ProviderID {
+			p.add(v1alpha1.ReasonProviderIDChanged, "output %s changed from the machine's spec.providerID %s to %s: a machine's provider ID is set once; replace the machine",
+				OutputProviderID, truncate(ctx.ProviderID), truncate(out.ProviderID))
+		}
+		return err
+	})
+	m.optional(OutputAddresses, func(raw json.RawMessage) (err error) { out.Addresses, err = parseAddresses(raw); return err })
+	m.optional(OutputFailureDomain, func(raw json.RawMessage) error {
+		fd, err := parseString(OutputFailureDomain, raw, 256)
+		if err != nil {
+			return err
+		}
+		if ctx.MachineFailureDomain != "" && fd != ctx.MachineFailureDomain {
+			p.add(v1alpha1.ReasonFailureDomainMismatch, "output %s is %q but the Machine's spec.failureDomain is %q",
+				OutputFailureDomain, truncate(fd), truncate(ctx.MachineFailureDomain))
+			return nil
+		}
+		out.FailureDomain = fd
+		return nil
+	})
+	m.optional(OutputInterruptible, func(raw json.RawMessage) error {
+		if err := json.Unmarshal(raw, &out.Interruptible); err != nil {
+			return fmt.Errorf("output %s must be a bool", OutputInterruptible)
+		}
+		return nil
+	})
+}
+
+// pool maps a TerraformMachinePool's outputs: its provider ID list and
+// replicas.
+func (m *mapper) pool() {
+	out := &m.out
+	m.required(OutputProviderIDList, func(raw json.RawMessage) (err error) {
+		out.ProviderIDList, err = ParseProviderIDList(raw)
+		out.HasProviderIDList = err == nil
+		return err
+	})
+	m.optional(OutputReplicas, func(raw json.RawMessage) error {
+		var n int32
+		if err := json.Unmarshal(raw, &n); err != nil || n < 0 {
+			return fmt.Errorf("output %s must be a number from 0", OutputReplicas)
+		}
+		out.Replicas = &n
+		return nil
+	})
 }
 
 // health maps the output health to InfrastructureHealthy (SPEC K7, K8;
