@@ -85,85 +85,32 @@ type Server struct {
 // two share a path, when no valid certificate and key are in CertDir, or when
 // the address cannot be bound. Call Run to serve.
 func NewServer(opts Options, routes ...Route) (*Server, error) {
-	if opts.Addr == "" {
-		opts.Addr = DefaultAddr
-	}
-	if opts.CertReloadInterval < 0 || opts.ShutdownTimeout < 0 || opts.MaxInFlight < 0 {
-		return nil, errors.New("admission webhook server: negative CertReloadInterval, ShutdownTimeout or MaxInFlight")
-	}
-	if opts.MaxInFlight == 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if opts.CertReloadInterval == 0 {
-		opts.CertReloadInterval = DefaultCertReloadInterval
-	}
-	if opts.ShutdownTimeout == 0 {
-		opts.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if opts.CertDir == "" {
-		return nil, errors.New("admission webhook server: no certificate directory given")
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if len(routes) == 0 {
 		return nil, errors.New("admission webhook server: no routes given")
 	}
-
-	mux := http.NewServeMux()
-	seen := make(map[string]bool, len(routes))
-	var errs []error
-	for _, route := range routes {
-		if err := route.validate(); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if seen[route.Path] {
-			errs = append(errs, fmt.Errorf("route %s: path used twice", route.Path))
-			continue
-		}
-		seen[route.Path] = true
-		if err := handle(mux, route); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	mux, err := newMux(routes)
+	if err != nil {
 		return nil, fmt.Errorf("admission webhook server: %w", err)
 	}
-
 	certs, err := newCertSource(opts.CertDir)
 	if err != nil {
 		return nil, fmt.Errorf("admission webhook server: %w", err)
 	}
-
 	var clientCAs *clientCASource
 	if opts.ClientCAFile != "" {
 		if clientCAs, err = newClientCASource(opts.ClientCAFile); err != nil {
 			return nil, fmt.Errorf("admission webhook server: %w", err)
 		}
 	}
-
 	listener, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("admission webhook server: listening on %s: %w", opts.Addr, err)
 	}
-
-	tlsConfig := &tls.Config{
-		MinVersion:     tls.VersionTLS12,
-		GetCertificate: certs.GetCertificate,
-		// HTTP/1.1 only: the API server's webhook client needs nothing more,
-		// and it keeps HTTP/2's stream-level attack surface (rapid reset)
-		// off a port every API server replica connects to.
-		NextProtos: []string{"http/1.1"},
-	}
-	if clientCAs != nil {
-		// SPEC B14: no certificate from the client CA, no request. Each
-		// handshake takes the bundle in service (it may be reloaded).
-		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
-		base := tlsConfig.Clone()
-		tlsConfig.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			c := base.Clone()
-			c.ClientCAs = clientCAs.pool()
-			return c, nil
-		}
-	}
+	tlsConfig := serverTLS(certs, clientCAs)
 	srv := &http.Server{
 		Handler:           newInFlightLimit(opts.MaxInFlight, mux),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -182,6 +129,77 @@ func NewServer(opts Options, routes ...Route) (*Server, error) {
 		clientCAs: clientCAs,
 		srv:       srv,
 	}, nil
+}
+
+// withDefaults fills the unset options with their defaults and refuses
+// negative ones and a missing certificate directory.
+func (opts Options) withDefaults() (Options, error) {
+	if opts.Addr == "" {
+		opts.Addr = DefaultAddr
+	}
+	if opts.CertReloadInterval < 0 || opts.ShutdownTimeout < 0 || opts.MaxInFlight < 0 {
+		return opts, errors.New("admission webhook server: negative CertReloadInterval, ShutdownTimeout or MaxInFlight")
+	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.CertReloadInterval == 0 {
+		opts.CertReloadInterval = DefaultCertReloadInterval
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.CertDir == "" {
+		return opts, errors.New("admission webhook server: no certificate directory given")
+	}
+	return opts, nil
+}
+
+// newMux serves each route at its path, refusing an invalid route and a
+// path used twice.
+func newMux(routes []Route) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	seen := make(map[string]bool, len(routes))
+	var errs []error
+	for _, route := range routes {
+		if err := route.validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[route.Path] {
+			errs = append(errs, fmt.Errorf("route %s: path used twice", route.Path))
+			continue
+		}
+		seen[route.Path] = true
+		if err := handle(mux, route); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return mux, errors.Join(errs...)
+}
+
+// serverTLS is the server's TLS configuration: the reloaded serving
+// certificate, HTTP/1.1 only (the API server's webhook client needs
+// nothing more, and it keeps HTTP/2's stream-level attack surface, rapid
+// reset, off a port every API server replica connects to), and with
+// clientCAs a client certificate from the bundle in service at each
+// handshake (SPEC B14: none, no request; the bundle may be reloaded).
+func serverTLS(certs *certSource, clientCAs *clientCASource) *tls.Config {
+	tlsConfig := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: certs.GetCertificate,
+		NextProtos:     []string{"http/1.1"},
+	}
+	if clientCAs != nil {
+		tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+		base := tlsConfig.Clone()
+		tlsConfig.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c := base.Clone()
+			c.ClientCAs = clientCAs.pool()
+			return c, nil
+		}
+	}
+	return tlsConfig
 }
 
 // inFlightLimit serves at most cap(slots) requests at once and answers any
