@@ -27,7 +27,6 @@ import (
 // watch whose cache holds the reduced copy only (B1).
 func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 	key := w.key
-	logger := klog.FromContext(c.ctx)
 	selector := fields.OneTermEqualSelector("metadata.name", key.Name).String()
 	secrets := c.client.CoreV1().Secrets(key.Namespace)
 	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
@@ -52,6 +51,17 @@ func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 		klog.FromContext(ctx).Info("Watching a source Secret failed; retrying with backoff (the periods remain the bound meanwhile)",
 			"secret", klog.KRef(key.Namespace, key.Name), "err", err)
 	})
+	c.addHandlers(inf, w)
+	return inf
+}
+
+// addHandlers registers on inf, the informer of w's source, the handler
+// that calls OnChange for every identity naming the source when it is
+// created, updated (another fingerprint), recreated or deleted after the
+// watch's baseline, and OnBaseline for each after a wanted baseline.
+func (c *Controller) addHandlers(inf cache.SharedIndexInformer, w *sourceWatch) {
+	key := w.key
+	logger := klog.FromContext(c.ctx)
 	changed := func(why string) {
 		users := c.usersOf(w)
 		if len(users) == 0 {
@@ -113,7 +123,6 @@ func (c *Controller) newInformer(w *sourceWatch) cache.SharedIndexInformer {
 			}
 		},
 	})
-	return inf
 }
 
 // reduce is the watches' transform (B1): the Secret becomes its identity
