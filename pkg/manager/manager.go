@@ -6,24 +6,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request, workqueue and leader election metrics
 	"k8s.io/klog/v2"
@@ -260,95 +253,6 @@ func runControllers(ctx context.Context, controllers []Controller, workers int) 
 	wg.Wait()
 }
 
-// runWithLeaderElection runs the controllers while this replica holds the
-// Lease. The Lease is released only after the controllers have stopped, so a
-// graceful stop hands over at once without two leaders overlapping. Losing
-// the Lease otherwise is fatal: the process exits so it cannot act as a
-// second leader.
-func runWithLeaderElection(ctx context.Context, d *Deps, o *Options, controllers []Controller) error {
-	logger := klog.FromContext(ctx)
-	ns := o.LeaderElectionNamespace
-	if ns == "" {
-		ns = inClusterNamespace()
-	}
-	host, _ := os.Hostname()
-	id := host + "_" + string(uuid.NewUUID())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.LeaderElectionID,
-		d.Kube.CoreV1(), d.Kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
-	if err != nil {
-		return err
-	}
-
-	// electionCtx outlives ctx until the controllers have returned.
-	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopElection()
-	var lostLease atomic.Bool
-	controllersDone := make(chan struct{})
-	var startOnce sync.Once
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            o.LeaderElectionID,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(leaderCtx context.Context) {
-				startOnce.Do(func() {
-					logger.Info("Acquired leadership; starting controllers", "lease", klog.KRef(ns, o.LeaderElectionID), "identity", id)
-					// Stop on either a shutdown or a lost lease.
-					runCtx, cancel := context.WithCancel(ctx)
-					defer cancel()
-					go func() {
-						select {
-						case <-leaderCtx.Done():
-							cancel()
-						case <-runCtx.Done():
-						}
-					}()
-					runControllers(runCtx, controllers, o.Workers)
-					close(controllersDone)
-				})
-			},
-			OnStoppedLeading: func() {
-				if ctx.Err() == nil {
-					lostLease.Store(true)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	elected := make(chan struct{})
-	go func() {
-		defer close(elected)
-		le.Run(electionCtx)
-	}()
-
-	<-ctx.Done()
-	select {
-	case <-controllersDone:
-	case <-elected:
-	}
-	if !lostLease.Load() {
-		// Graceful stop: wait for the controllers (if leading), then release.
-		select {
-		case <-controllersDone:
-		case <-time.After(o.ShutdownTimeout):
-			logger.Info("Controllers did not stop in time; releasing the Lease anyway")
-		case <-elected:
-		}
-	}
-	stopElection()
-	<-elected
-	if lostLease.Load() {
-		return fmt.Errorf("lost the leader Lease %s/%s", ns, o.LeaderElectionID)
-	}
-	logger.Info("Released the leader Lease", "lease", klog.KRef(ns, o.LeaderElectionID))
-	return nil
-}
-
 // restConfig loads the kubeconfig or the in-cluster configuration and
 // applies the client limits and user agent.
 func restConfig(o *Options) (*rest.Config, error) {
@@ -431,14 +335,4 @@ func serve(ctx context.Context, name string, l net.Listener, h http.Handler, shu
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	return nil
-}
-
-// inClusterNamespace is the pod's namespace in-cluster, else kube-system.
-func inClusterNamespace() string {
-	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-		if ns := strings.TrimSpace(string(b)); ns != "" {
-			return ns
-		}
-	}
-	return metav1.NamespaceSystem
 }
