@@ -227,39 +227,8 @@ func Build(p Params) *batchv1.Job {
 		deadline = DefaultActiveDeadlineSeconds
 	}
 
-	annotations := map[string]string{
-		v1alpha1.AnnotationJobAction:     string(p.Action),
-		v1alpha1.AnnotationJobGeneration: strconv.FormatInt(p.Generation, 10),
-	}
-	if p.SourceHash != "" {
-		annotations[v1alpha1.AnnotationSourceHash] = p.SourceHash
-	}
-	if p.Identity != "" {
-		// The identity controller finds an identity's Jobs by it (C5).
-		annotations[v1alpha1.AnnotationIdentity] = p.Identity
-	}
+	annotations := jobAnnotations(p)
 	name := AttemptOrReapplyName(p)
-	if p.Reapply > 0 {
-		annotations[v1alpha1.AnnotationJobReapply] = strconv.Itoa(p.Reapply)
-	}
-	if p.Attempt > 1 {
-		annotations[v1alpha1.AnnotationJobAttempt] = strconv.Itoa(p.Attempt)
-	}
-	if p.DriftRemediation > 0 {
-		annotations[v1alpha1.AnnotationJobDriftRemediation] = strconv.Itoa(p.DriftRemediation)
-	}
-	if p.Interruptions > 0 {
-		annotations[v1alpha1.AnnotationJobInterruptions] = strconv.Itoa(p.Interruptions)
-	}
-	if p.Retry != "" {
-		annotations[v1alpha1.AnnotationRetry] = p.Retry
-	}
-	if p.InputsHash != "" {
-		annotations[v1alpha1.AnnotationInputsHash] = p.InputsHash
-	}
-	if p.Cluster != "" {
-		annotations[v1alpha1.AnnotationJobCluster] = p.Cluster
-	}
 	var suspend *bool
 	if p.Inputs {
 		// Resumed once the run Secret exists (SPEC K5).
@@ -303,6 +272,44 @@ func Build(p Params) *batchv1.Job {
 			},
 		},
 	}
+}
+
+// jobAnnotations are the annotations that record on a Job what it runs
+// (SPEC J1, C5, C6, T7, K6, O2, O4, O7); a zero value is left out.
+func jobAnnotations(p Params) map[string]string {
+	annotations := map[string]string{
+		v1alpha1.AnnotationJobAction:     string(p.Action),
+		v1alpha1.AnnotationJobGeneration: strconv.FormatInt(p.Generation, 10),
+	}
+	if p.SourceHash != "" {
+		annotations[v1alpha1.AnnotationSourceHash] = p.SourceHash
+	}
+	if p.Identity != "" {
+		// The identity controller finds an identity's Jobs by it (C5).
+		annotations[v1alpha1.AnnotationIdentity] = p.Identity
+	}
+	if p.Reapply > 0 {
+		annotations[v1alpha1.AnnotationJobReapply] = strconv.Itoa(p.Reapply)
+	}
+	if p.Attempt > 1 {
+		annotations[v1alpha1.AnnotationJobAttempt] = strconv.Itoa(p.Attempt)
+	}
+	if p.DriftRemediation > 0 {
+		annotations[v1alpha1.AnnotationJobDriftRemediation] = strconv.Itoa(p.DriftRemediation)
+	}
+	if p.Interruptions > 0 {
+		annotations[v1alpha1.AnnotationJobInterruptions] = strconv.Itoa(p.Interruptions)
+	}
+	if p.Retry != "" {
+		annotations[v1alpha1.AnnotationRetry] = p.Retry
+	}
+	if p.InputsHash != "" {
+		annotations[v1alpha1.AnnotationInputsHash] = p.InputsHash
+	}
+	if p.Cluster != "" {
+		annotations[v1alpha1.AnnotationJobCluster] = p.Cluster
+	}
+	return annotations
 }
 
 // AttemptOrReapplyName is the name [Build] gives the Job of p.

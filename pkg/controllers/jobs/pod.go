@@ -86,19 +86,24 @@ func podSpec(p Params) corev1.PodSpec {
 		}},
 	}
 	if p.Inputs {
-		// SPEC K5: the inputs, bootstrap data among them, reach the pod
-		// only through the run Secret, never in the Job spec.
-		spec.Volumes = append(spec.Volumes, corev1.Volume{
-			Name: InputsVolumeName,
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName:  RunSecretName(AttemptOrReapplyName(p)),
-				DefaultMode: ptr.To(CredentialsFileMode),
-			}},
-		})
-		c := &spec.Containers[0]
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: InputsVolumeName, MountPath: InputsDir, ReadOnly: true})
+		mountInputs(&spec, p)
 	}
 	return spec
+}
+
+// mountInputs mounts the run Secret of p's Job, where the inputs,
+// bootstrap data among them, reach the pod: only there, never in the Job
+// spec (SPEC K5).
+func mountInputs(spec *corev1.PodSpec, p Params) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name: InputsVolumeName,
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  RunSecretName(AttemptOrReapplyName(p)),
+			DefaultMode: ptr.To(CredentialsFileMode),
+		}},
+	})
+	c := &spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: InputsVolumeName, MountPath: InputsDir, ReadOnly: true})
 }
 
 // command is the Terraform container's command (SPEC J5, T2, T8):
