@@ -143,13 +143,7 @@ func failPod(f *framework.Fixture, ns string, j batchv1.Job, message string) {
 // termination message and imageID.
 func endPod(f *framework.Fixture, ns string, j batchv1.Job, code int32, message, imageID string) {
 	f.T.Helper()
-	name := jobPod(f, ns, j).Name
-	pods := f.Env.Kube.CoreV1().Pods(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := pods.Get(f.Ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	setPodStatus(f, ns, j, func(p *corev1.Pod) {
 		terminated := func(c string, code int32, msg string) corev1.ContainerStatus {
 			return corev1.ContainerStatus{Name: c, Image: "registry.example/m:1", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: code, Reason: "Error", Message: msg, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}
@@ -170,6 +164,21 @@ func endPod(f *framework.Fixture, ns string, j batchv1.Job, code int32, message,
 			main.State.Terminated.Reason = "Completed"
 		}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{main}
+	})
+}
+
+// setPodStatus waits for the pod the Job controller made for j and writes
+// its status as edit makes it, as the kubelet would.
+func setPodStatus(f *framework.Fixture, ns string, j batchv1.Job, edit func(*corev1.Pod)) {
+	f.T.Helper()
+	name := jobPod(f, ns, j).Name
+	pods := f.Env.Kube.CoreV1().Pods(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := pods.Get(f.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(p)
 		_, err = pods.UpdateStatus(f.Ctx, p, metav1.UpdateOptions{})
 		return err
 	})

@@ -186,23 +186,3 @@ func TestImagePullFailedWithinAMinute(t *testing.T) {
 		t.Errorf("O2: a pull failure is a failure and waits its backoff, but %d apply Jobs exist: %s", len(js), js[0].Name)
 	}
 }
-
-// setPodStatus waits for the pod the Job controller made for j and writes
-// its status as edit makes it, as the kubelet would.
-func setPodStatus(f *framework.Fixture, ns string, j batchv1.Job, edit func(*corev1.Pod)) {
-	f.T.Helper()
-	name := jobPod(f, ns, j).Name
-	pods := f.Env.Kube.CoreV1().Pods(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := pods.Get(f.Ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		edit(p)
-		_, err = pods.UpdateStatus(f.Ctx, p, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		f.T.Fatal(err)
-	}
-}
