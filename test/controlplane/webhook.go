@@ -69,28 +69,31 @@ func pointAt(path, name string, cc *admissionregistrationv1.WebhookClientConfig,
 
 // InstallWebhookConfiguration creates or replaces cfg.
 func InstallWebhookConfiguration(ctx context.Context, kube kubernetes.Interface, cfg *admissionregistrationv1.ValidatingWebhookConfiguration) error {
-	api := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	existing, err := api.Get(ctx, cfg.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, cfg, metav1.CreateOptions{})
-	case err == nil:
-		cfg.ResourceVersion = existing.ResourceVersion
-		_, err = api.Update(ctx, cfg, metav1.UpdateOptions{})
-	}
-	return err
+	return createOrReplace(ctx, kube.AdmissionregistrationV1().ValidatingWebhookConfigurations(), cfg)
 }
 
 // InstallMutatingWebhookConfiguration creates or replaces cfg.
 func InstallMutatingWebhookConfiguration(ctx context.Context, kube kubernetes.Interface, cfg *admissionregistrationv1.MutatingWebhookConfiguration) error {
-	api := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	existing, err := api.Get(ctx, cfg.Name, metav1.GetOptions{})
+	return createOrReplace(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), cfg)
+}
+
+// objectClient is the part of a typed cluster-scoped client that
+// createOrReplace uses.
+type objectClient[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// createOrReplace creates obj, or replaces the object of its name.
+func createOrReplace[T metav1.Object](ctx context.Context, api objectClient[T], obj T) error {
+	existing, err := api.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = api.Create(ctx, cfg, metav1.CreateOptions{})
+		_, err = api.Create(ctx, obj, metav1.CreateOptions{})
 	case err == nil:
-		cfg.ResourceVersion = existing.ResourceVersion
-		_, err = api.Update(ctx, cfg, metav1.UpdateOptions{})
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		_, err = api.Update(ctx, obj, metav1.UpdateOptions{})
 	}
 	return err
 }
