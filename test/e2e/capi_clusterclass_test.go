@@ -249,16 +249,7 @@ func (r *mdRun) clusterClassMachines(ctx context.Context, t *testing.T) {
 			return false, err.Error()
 		}
 		machines = list.Items
-		ok := len(machines) == ccReplicas
-		var states []string
-		for _, m := range machines {
-			pid, _, _ := unstructured.NestedString(m.Object, "spec", "providerID")
-			phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
-			if phase != "Provisioned" || pid != "fakecloud:///"+moduleID(tenant, m.GetName()) {
-				ok = false
-			}
-			states = append(states, fmt.Sprintf("%s phase %q providerID %q", m.GetName(), phase, pid))
-		}
+		ok, states := provisionedMachines(machines, ccReplicas)
 		c, _ := e.getObject(ctx, capiClusterGVR, ccName)
 		var topo any
 		if c != nil {

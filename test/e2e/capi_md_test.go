@@ -228,16 +228,7 @@ func (r *mdRun) threeMachines(ctx context.Context, t *testing.T) {
 	var machines []unstructured.Unstructured
 	e.waitFor(ctx, t, 8*time.Minute, "3 Machines of the MachineDeployment Provisioned with their modules' provider IDs", func() (bool, string) {
 		machines = e.mdMachines(ctx, t)
-		var states []string
-		ok := len(machines) == 3
-		for _, m := range machines {
-			pid, _, _ := unstructured.NestedString(m.Object, "spec", "providerID")
-			phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
-			if phase != "Provisioned" || pid != "fakecloud:///"+moduleID(tenant, m.GetName()) {
-				ok = false
-			}
-			states = append(states, fmt.Sprintf("%s phase %q providerID %q", m.GetName(), phase, pid))
-		}
+		ok, states := provisionedMachines(machines, 3)
 		return ok, fmt.Sprintf("%d Machines %v; objects: %s; pods: %s", len(machines), states, e.capiSummary(ctx), e.podSummary(ctx, tenant))
 	})
 	t.Logf("3 Machines Provisioned %s after the MachineDeployment was created", time.Since(created).Round(time.Millisecond))
@@ -402,4 +393,21 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// provisionedMachines reports whether there are want Machines, each in
+// phase Provisioned with the provider ID the e2e module makes from its
+// name, and describes each.
+func provisionedMachines(machines []unstructured.Unstructured, want int) (bool, []string) {
+	ok := len(machines) == want
+	var states []string
+	for _, m := range machines {
+		pid, _, _ := unstructured.NestedString(m.Object, "spec", "providerID")
+		phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
+		if phase != "Provisioned" || pid != "fakecloud:///"+moduleID(tenant, m.GetName()) {
+			ok = false
+		}
+		states = append(states, fmt.Sprintf("%s phase %q providerID %q", m.GetName(), phase, pid))
+	}
+	return ok, states
 }

@@ -156,8 +156,8 @@ func (e *env) deleteTenantCluster(ctx context.Context, t *testing.T, name string
 
 // createTenantCluster creates a standalone TerraformCluster name in the
 // tenant's namespace with the e2e identity, image and variables vars; rule
-// names the SPEC rule in a failure.
-func (e *env) createTenantCluster(ctx context.Context, t *testing.T, rule, name, image string, vars map[string]any) *v1alpha1.TerraformCluster {
+// names the SPEC rule in a failure; edits change the object first.
+func (e *env) createTenantCluster(ctx context.Context, t *testing.T, rule, name, image string, vars map[string]any, edits ...func(*v1alpha1.TerraformCluster)) *v1alpha1.TerraformCluster {
 	t.Helper()
 	c := &v1alpha1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}},
@@ -166,6 +166,9 @@ func (e *env) createTenantCluster(ctx context.Context, t *testing.T, rule, name,
 			Source:      v1alpha1.SourceSpec{Image: image},
 			Variables:   variables(t, vars),
 		},
+	}
+	for _, edit := range edits {
+		edit(c)
 	}
 	c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(ctx, c, metav1.CreateOptions{})
 	if err != nil {
@@ -208,18 +211,10 @@ func (e *env) variablesFromConfigMap(ctx context.Context, t *testing.T) {
 		return sources
 	}
 	before := lastSeq(e.cloud.seen(ctx, t))
-	c := &v1alpha1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tenant, Annotations: map[string]string{v1alpha1.AnnotationStandalone: v1alpha1.LabelTrue}},
-		Spec: v1alpha1.TerraformClusterSpec{
-			IdentityRef:   &v1alpha1.IdentityReference{Name: identity},
-			Source:        v1alpha1.SourceSpec{Image: moduleImage},
-			Variables:     variables(t, map[string]any{"name": name, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint}),
-			VariablesFrom: []v1alpha1.VariablesFromSource{{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: source}}},
-		},
-	}
-	if _, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Create(ctx, c, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("O9: creating %s: %v", name, err)
-	}
+	e.createTenantCluster(ctx, t, "O9", name, moduleImage, map[string]any{"name": name, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint},
+		func(c *v1alpha1.TerraformCluster) {
+			c.Spec.VariablesFrom = []v1alpha1.VariablesFromSource{{ConfigMapRef: &v1alpha1.LocalObjectReference{Name: source}}}
+		})
 	e.waitTenantClusterReady(ctx, t, name, "O9: "+name+" Ready")
 	if got := whoami(before); len(got) != 2 {
 		t.Errorf("O9: the ConfigMap's credential_check did not reach the module: whoami calls %v, want one per credential path", got)
