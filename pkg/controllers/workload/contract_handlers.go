@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
@@ -200,16 +199,7 @@ func (c *Controller) enqueueAllMembers(tc *v1alpha1.TerraformCluster) {
 // enqueueMembersKey enqueues the machines and pools indexed under key.
 func (c *Controller) enqueueMembersKey(key string) {
 	for _, kind := range []string{v1alpha1.KindTerraformMachine, v1alpha1.KindTerraformMachinePool} {
-		objs, err := c.kinds[kind].informer.GetIndexer().ByIndex(indexMembers, key)
-		if err != nil {
-			utilruntime.HandleError(err)
-			continue
-		}
-		for _, o := range objs {
-			if k, ok := loop.KeyOf(o); ok {
-				c.Enqueue(kind, k)
-			}
-		}
+		c.enqueueIndexed(kind, indexMembers, key)
 	}
 }
 

@@ -104,16 +104,22 @@ func (c *Controller) EnqueueUsers(identity string) {
 
 // enqueueNamespace enqueues every workload object in namespace (N5).
 func (c *Controller) enqueueNamespace(namespace string) {
-	for name, k := range c.kinds {
-		objs, err := k.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
-		if err != nil {
-			utilruntime.HandleError(err)
-			continue
-		}
-		for _, o := range objs {
-			if key, ok := loop.KeyOf(o); ok {
-				c.Enqueue(name, key)
-			}
+	for name := range c.kinds {
+		c.enqueueIndexed(name, cache.NamespaceIndex, namespace)
+	}
+}
+
+// enqueueIndexed enqueues the objects of kind that the informer's index
+// files under value.
+func (c *Controller) enqueueIndexed(kind, index, value string) {
+	objs, err := c.kinds[kind].informer.GetIndexer().ByIndex(index, value)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	for _, o := range objs {
+		if key, ok := loop.KeyOf(o); ok {
+			c.Enqueue(kind, key)
 		}
 	}
 }
