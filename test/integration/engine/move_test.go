@@ -48,10 +48,12 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 		return owned && state.Annotations[v1alpha1.AnnotationAppliedSpec] != "" && state.Annotations[v1alpha1.AnnotationAppliedInputs] != "",
 			fmt.Sprintf("owners %v, annotations %v", state.OwnerReferences, state.Annotations)
 	})
-	source := f.GetCluster(ns, c.Name)
-	if source.Spec.ControlPlaneEndpoint.Host != "cp.move.example" {
-		t.Fatalf("T5: the endpoint from the outputs: %+v", source.Spec.ControlPlaneEndpoint)
-	}
+	// The state's marks and the endpoint are separate writes: wait for both.
+	var source *v1alpha1.TerraformCluster
+	f.WaitFor("T5: the endpoint from the outputs", func() (bool, string) {
+		source = f.GetCluster(ns, c.Name)
+		return source.Spec.ControlPlaneEndpoint.Host == "cp.move.example", fmt.Sprintf("endpoint %+v", source.Spec.ControlPlaneEndpoint)
+	})
 
 	// clusterctl pauses, then deletes the source copy with delete-for-move.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
