@@ -80,6 +80,10 @@ type Run struct {
 //
 //   - Complete: Succeeded.
 //   - Failed with reason DeadlineExceeded: DeadlineExceeded.
+//   - Failed through the pod failure policy on the runner's stopped exit
+//     code: Interrupted (the pod deleted or stopped; its facts refine the
+//     cause when it can still be read). The Job keeps the reason after the
+//     pod is gone, so unlike the rows below this holds without the pod.
 //   - Failed through the pod failure policy (DisruptionTarget):
 //     Interrupted (disruption).
 //   - The pods could not be read, or more than one claims the Job: Failed,
@@ -118,6 +122,8 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 	}
 	run.Outcome = Failed
 	switch {
+	case jobs.StoppedByExitCode(job):
+		return stopped(run, pod, doc, msg)
 	case jobs.Disrupted(job):
 		why := "the Job's pod was disrupted: evicted, preempted, or its node was lost"
 		if pod.Claims == 1 && pod.Disruption != "" {
@@ -175,6 +181,23 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 func Vanished(action v1alpha1.JobAction) Run {
 	return interrupted(Run{Outcome: Failed, Document: DocumentUnread}, CauseJobDeleted,
 		fmt.Sprintf("the Job was deleted while it ran; its %s stays due and runs again", action))
+}
+
+// stopped is a Job its pod failure policy failed on the runner's stopped
+// exit code (SPEC O2): a stop request ended the run, most often the pod's
+// deletion, which leaves no pod to read. The pod's facts, when it can still
+// be read, say more: a disruption, a deletion, the runner's own words.
+func stopped(run Run, pod Pod, doc *runresult.Result, msg string) Run {
+	switch {
+	case pod.Claims == 1 && pod.Disruption != "":
+		return interrupted(run, CauseDisruption, "the Job's pod was disrupted ("+pod.Disruption+")")
+	case pod.Claims == 1 && pod.Deleted:
+		return interrupted(run, CausePodDeleted, "the Job's pod was deleted while it ran")
+	case pod.Claims == 1 && doc != nil && doc.Error != nil && doc.Error.Kind == runresult.KindInterrupted:
+		run.Step = doc.Error.Step
+		return interrupted(run, CauseStopped, doc.Error.Tail)
+	}
+	return interrupted(run, CausePodDeleted, "the Job's pod was stopped while it ran (deleted, or its node shut down): "+bounded(msg, 256))
 }
 
 func interrupted(run Run, cause Cause, why string) Run {

@@ -42,6 +42,8 @@ func TestFinishedO2(t *testing.T) {
 		Error: &runresult.Error{Kind: runresult.KindStep, Step: "apply", Tail: "Error: boom\n\nmore"},
 	})
 	terminated := &Terminated{ExitCode: 1, Reason: "Error"}
+	stoppedJob := job(batchv1.JobFailed, batchv1.JobReasonPodFailurePolicy)
+	stoppedJob.Status.Conditions[0].Message = "Container terraform for pod ns/p failed with exit code 143 matching FailJob rule at index 1"
 	pull := &PullFailure{Container: "terraform", Image: "registry.example/nope:1", Reason: "ImagePullBackOff"}
 	for _, tt := range []struct {
 		name     string
@@ -66,6 +68,13 @@ func TestFinishedO2(t *testing.T) {
 			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseDisruption, document: DocumentUnread, summary: "evicted, preempted, or its node was lost"},
 		{name: "disrupted, pod read", job: job(batchv1.JobFailureTarget, batchv1.JobReasonPodFailurePolicy), pod: Pod{Claims: 1, Disruption: "EvictionByEvictionAPI"},
 			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseDisruption, document: DocumentNone, summary: "(EvictionByEvictionAPI)"},
+		{name: "stopped by the exit-code rule, pod gone (kubectl delete pod on a node)", job: stoppedJob, pod: Pod{},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CausePodDeleted, document: DocumentUnread, summary: "stopped while it ran (deleted, or its node shut down): Container terraform for pod ns/p failed with exit code 143"},
+		{name: "stopped by the exit-code rule, pod read", job: stoppedJob,
+			pod:     Pod{Claims: 1, Terminated: &Terminated{ExitCode: 143}, Message: doc(t, runresult.Result{Error: &runresult.Error{Kind: runresult.KindInterrupted, Step: "apply", Tail: "stopped by SIGTERM while apply ran"}})},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CauseStopped, document: DocumentRead, step: "apply", summary: "SIGTERM"},
+		{name: "stopped by the exit-code rule, pod being deleted", job: stoppedJob, pod: Pod{Claims: 1, Deleted: true, Terminated: &Terminated{ExitCode: 143}},
+			outcome: Interrupted, kind: ErrorInterrupted, cause: CausePodDeleted, document: DocumentNone, summary: "deleted while it ran"},
 		{name: "pods unreadable", job: failed, pod: Pod{Unread: true},
 			outcome: Failed, kind: ErrorUnknown, document: DocumentUnread, summary: "could not be read"},
 		{name: "two pods claim the Job: none trusted", job: failed, pod: Pod{Claims: 2, Disruption: "x", Message: stepDoc},

@@ -208,7 +208,7 @@ func TestResultInterruptedO2(t *testing.T) {
 	r := f.start(context.Background(), append([]string{"apply"}, args...)...)
 	f.waitFile("apply.ready")
 	r.sigs <- syscall.SIGTERM
-	require.Equal(t, 1, r.wait())
+	require.Equal(t, 128+int(syscall.SIGTERM), r.wait(), "the code the pod failure policy knows (O2)")
 	res := readResult(t, doc)
 	require.Equal(t, runresult.KindInterrupted, res.Error.Kind)
 	require.Equal(t, "apply", res.Error.Step)

@@ -346,9 +346,12 @@ func TestSignalForwarded(t *testing.T) {
 			f.waitFile("apply.ready")
 			r.sigs <- tt.sig
 
-			require.Equal(t, 1, r.wait(), r.stderr.String())
+			// SPEC O2: the runner's code says it was stopped (128+signal),
+			// whatever Terraform's was, so the pod failure policy sees an
+			// interruption, not a failed run.
+			require.Equal(t, 128+int(tt.sig), r.wait(), r.stderr.String())
 			require.Equal(t, []string{tt.seen}, f.lines("apply.signals"))
-			require.Equal(t, "captf runner: init succeeded, apply failed with exit code 1 after SIG"+tt.seen, lastLine(r.stderr.String()))
+			require.Equal(t, fmt.Sprintf("captf runner: init succeeded, apply failed with exit code 1 after SIG%s; stopped by SIG%s (exit code %d)", tt.seen, tt.seen, 128+int(tt.sig)), lastLine(r.stderr.String()))
 		})
 	}
 }
@@ -397,8 +400,8 @@ func TestSecondSignalKills(t *testing.T) {
 	})
 	r.sigs <- syscall.SIGINT
 
-	require.Equal(t, 128+int(syscall.SIGKILL), r.wait(), r.stderr.String())
-	require.Equal(t, "captf runner: init succeeded, apply killed after the second signal SIGINT (exit code 137)", lastLine(r.stderr.String()))
+	require.Equal(t, 128+int(syscall.SIGTERM), r.wait(), r.stderr.String(), "the first stop request names the code (O2)")
+	require.Equal(t, "captf runner: init succeeded, apply killed after the second signal SIGINT (exit code 137); stopped by SIGTERM (exit code 143)", lastLine(r.stderr.String()))
 	f.requireGone("apply.child")
 }
 
@@ -409,9 +412,9 @@ func TestStopTimeoutKills(t *testing.T) {
 	f.waitFile("apply.ready")
 	r.sigs <- syscall.SIGTERM
 
-	require.Equal(t, 128+int(syscall.SIGKILL), r.wait(), r.stderr.String())
+	require.Equal(t, 128+int(syscall.SIGTERM), r.wait(), r.stderr.String(), "the stop request names the code (O2)")
 	require.Equal(t, "TERM\n", f.read("apply.signals"))
-	require.Equal(t, "captf runner: init succeeded, apply killed after the 200ms stop timeout (exit code 137)", lastLine(r.stderr.String()))
+	require.Equal(t, "captf runner: init succeeded, apply killed after the 200ms stop timeout (exit code 137); stopped by SIGTERM (exit code 143)", lastLine(r.stderr.String()))
 	f.requireGone("apply.child")
 }
 
@@ -425,9 +428,9 @@ func TestContextCancelStops(t *testing.T) {
 	f.waitFile("destroy.ready")
 	cancel()
 
-	require.Equal(t, 1, r.wait(), r.stderr.String())
+	require.Equal(t, 128+int(syscall.SIGTERM), r.wait(), r.stderr.String())
 	require.Equal(t, []string{"TERM"}, f.lines("destroy.signals"))
-	require.Equal(t, "captf runner: init succeeded, destroy failed with exit code 1 after stop request (context cancelled)", lastLine(r.stderr.String()))
+	require.Equal(t, "captf runner: init succeeded, destroy failed with exit code 1 after stop request (context cancelled); stopped by stop request (context cancelled) (exit code 143)", lastLine(r.stderr.String()))
 }
 
 // A caller using signal.NotifyContext sees one SIGTERM as both a cancelled
@@ -448,9 +451,9 @@ func TestContextAndSignalAreOneStop(t *testing.T) {
 	require.NotContains(t, r.stderr.String(), "killing", "the twin was taken as a second signal")
 	require.NoError(t, os.WriteFile(filepath.Join(f.rec, "apply.release"), nil, 0o644))
 
-	require.Equal(t, 1, r.wait(), r.stderr.String())
+	require.Equal(t, 128+int(syscall.SIGTERM), r.wait(), r.stderr.String())
 	require.Equal(t, []string{"TERM"}, f.lines("apply.signals"))
-	require.Equal(t, "captf runner: init succeeded, apply failed with exit code 1 after SIGTERM", lastLine(r.stderr.String()))
+	require.Equal(t, "captf runner: init succeeded, apply failed with exit code 1 after SIGTERM; stopped by SIGTERM (exit code 143)", lastLine(r.stderr.String()))
 }
 
 // The runner's own failures: exit code 125 and one line that says what to do.

@@ -183,9 +183,11 @@ func (s *supervisor) kill(cmd *exec.Cmd, r *result, why string) {
 
 // summarize turns the step results into the runner's last line and exit
 // code: Terraform's code for a failed step, 0 for success, and 128+signal
-// when a stop request prevented a step from running even though the
-// previous one succeeded, so that an apply that never ran is never
-// reported as a success.
+// of the first stop request for a run that a stop request ended without
+// success: a step failed or was killed after it, or a step did not run
+// even though the previous one succeeded (an apply that never ran is never
+// a success). The Job's pod failure policy knows these codes (SPEC O2): a
+// pod deleted while it ran is an interruption, however Terraform exited.
 func summarize(results []result, s *supervisor) (string, int) {
 	parts := make([]string, 0, len(results))
 	code, skipped := 0, false
@@ -214,7 +216,7 @@ func summarize(results []result, s *supervisor) (string, int) {
 		parts = append(parts, p)
 	}
 	line := strings.Join(parts, ", ")
-	if code == 0 && skipped && s.stop != 0 {
+	if s.stop != 0 && (code != 0 || skipped) {
 		code = 128 + int(s.stop)
 		line += fmt.Sprintf("; stopped by %s (exit code %d)", s.stopLabel, code)
 	}

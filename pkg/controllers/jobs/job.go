@@ -260,10 +260,9 @@ func Build(p Params) *batchv1.Job {
 			// One attempt (J4): a failed apply or destroy is reported, not
 			// retried behind the user's back.
 			BackoffLimit: ptr.To[int32](0),
-			// No pod failure policy (SPEC O2 is not wired yet): with one,
-			// the Job controller keeps a deleted pod's tracking finalizer
-			// until the pod reaches a terminal phase, so deleting a
-			// namespace with a Pending pod waited on the pod GC (fault 8).
+			// SPEC O2: an interrupted pod fails the Job with reason
+			// PodFailurePolicy, which the Job keeps after the pod is gone.
+			PodFailurePolicy:      podFailurePolicy(),
 			ActiveDeadlineSeconds: ptr.To(deadline),
 			Suspend:               suspend,
 			Template: corev1.PodTemplateSpec{

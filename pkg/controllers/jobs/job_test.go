@@ -198,8 +198,15 @@ func TestBuildJ3EnvFirstThenUserEnvAndOptionalFieldsAbsent(t *testing.T) {
 	require.Nil(t, spec.Parallelism)
 	require.Nil(t, spec.TTLSecondsAfterFinished)
 	require.Nil(t, spec.PodReplacementPolicy)
-	// No pod failure policy until O2 is wired (fault 8, see Build).
-	require.Nil(t, spec.PodFailurePolicy)
+	// SPEC O2: DisruptionTarget and the runner's stopped exit codes fail
+	// the Job with reason PodFailurePolicy.
+	require.Equal(t, &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:          batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+	}, {
+		Action:      batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{130, 143}},
+	}}}, spec.PodFailurePolicy)
 	require.Nil(t, spec.Suspend)
 	require.Nil(t, spec.ManualSelector)
 	require.Nil(t, spec.Selector)

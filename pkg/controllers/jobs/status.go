@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -133,7 +135,8 @@ func FinishTime(job *batchv1.Job) (t time.Time, ok bool) {
 // Disrupted reports whether the Job failed through its pod failure policy
 // (reason PodFailurePolicy on its Failed or FailureTarget condition): its
 // pod had the DisruptionTarget condition, set by the control plane when it
-// evicts or preempts a pod or its node is lost (SPEC O2, [PodFailurePolicy]).
+// evicts or preempts a pod or its node is lost, or the runner exited with a
+// stopped code (SPEC O2, [podFailurePolicy]).
 // The Job controller writes the condition, so it holds once the pod is gone.
 func Disrupted(job *batchv1.Job) bool {
 	if job == nil {
@@ -145,4 +148,48 @@ func Disrupted(job *batchv1.Job) bool {
 		}
 	}
 	return false
+}
+
+// StoppedExitCodes are the runner's exit codes for a run a stop request
+// ended (128+SIGINT, 128+SIGTERM; pkg/runner's summarize): the kubelet
+// stopped the pod because it was deleted, evicted or its node shut down.
+// Nothing else makes the runner exit with them: Terraform exits 0, 1 or 2
+// and the runner's own failures 125.
+var StoppedExitCodes = []int32{128 + int32(syscall.SIGINT), 128 + int32(syscall.SIGTERM)}
+
+// podFailurePolicy fails the Job at once, with reason PodFailurePolicy, when
+// its pod was interrupted (SPEC O2): the pod has the DisruptionTarget
+// condition (evicted, preempted, its node lost or drained), or a container
+// exited with one of [StoppedExitCodes] (the pod deleted while it ran). The
+// Job controller keeps that reason on the Job after the pod is gone, which
+// is what tells an interruption from a failure once nobody can read the pod
+// ([Disrupted]). The rules only name the reason: with backoffLimit 0 the Job
+// fails either way (J4).
+//
+// The cost (measured by fault 8): with a policy, the Job controller keeps a
+// deleted pod's tracking finalizer until the pod is terminal, so a deleted
+// Pending pod that no kubelet ever ran waits for the pod garbage collector.
+func podFailurePolicy() *batchv1.PodFailurePolicy {
+	return &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action:          batchv1.PodFailurePolicyActionFailJob,
+		OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+	}, {
+		Action:      batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: StoppedExitCodes},
+	}}}
+}
+
+// StoppedByExitCode reports whether a [Disrupted] Job failed through the
+// exit-code rule of its pod failure policy (the pod was stopped: deleted,
+// or its node shut down) rather than DisruptionTarget. The Job controller
+// says which rule matched only in the condition's message ("Container X
+// for pod Y failed with exit code 143 matching FailJob rule at index 1"),
+// so this reads the message; it only chooses the words and the metric's
+// cause, never whether the run counts.
+func StoppedByExitCode(job *batchv1.Job) bool {
+	if !Disrupted(job) {
+		return false
+	}
+	_, msg := Status(job)
+	return strings.Contains(msg, "exit code")
 }

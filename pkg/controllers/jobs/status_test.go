@@ -163,3 +163,15 @@ func TestDisruptedO2(t *testing.T) {
 	}
 	require.False(t, Disrupted(nil))
 }
+
+// TestStoppedByExitCodeO2: which rule of the pod failure policy failed a
+// disrupted Job, from the Job controller's message.
+func TestStoppedByExitCodeO2(t *testing.T) {
+	job := func(reason, msg string) *batchv1.Job {
+		return &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, Message: msg}}}}
+	}
+	require.True(t, StoppedByExitCode(job(batchv1.JobReasonPodFailurePolicy, "Container terraform for pod ns/p failed with exit code 143 matching FailJob rule at index 1")))
+	require.False(t, StoppedByExitCode(job(batchv1.JobReasonPodFailurePolicy, "Pod ns/p has condition DisruptionTarget matching FailJob rule at index 0")))
+	require.False(t, StoppedByExitCode(job(batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit (exit code 1)")), "only a policy's failure")
+	require.False(t, StoppedByExitCode(nil))
+}

@@ -79,8 +79,9 @@ func TestApplyJob(t *testing.T) {
 	if main.TerminationMessagePath != "/dev/termination-log" || main.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
 		t.Errorf("O1: termination message %q policy %q", main.TerminationMessagePath, main.TerminationMessagePolicy)
 	}
-	if fp := j.Spec.PodFailurePolicy; fp != nil {
-		t.Errorf("no pod failure policy until O2 is wired (it holds a deleted Pending pod's finalizer, fault 8): %+v", fp)
+	// O2: the API server accepted the pod failure policy as built.
+	if fp := j.Spec.PodFailurePolicy; fp == nil || len(fp.Rules) != 2 || fp.Rules[1].OnExitCodes == nil || fmt.Sprint(fp.Rules[1].OnExitCodes.Values) != "[130 143]" {
+		t.Errorf("O2: pod failure policy %+v; want DisruptionTarget and the exit codes 130 and 143 failing the Job", fp)
 	}
 	if cl := f.GetCluster(ns, c.Name); !framework.HasFinalizer(cl.Finalizers) {
 		t.Errorf("the finalizer %s must be set once an apply Job exists: %v", v1alpha1.FinalizerDestroy, cl.Finalizers)
