@@ -22,6 +22,10 @@ const (
 	// RestoreBackupNotFound: the serial is not among the kept backups
 	// (status.stateBackups); refused, no Job.
 	RestoreBackupNotFound RestoreReason = "RestoreBackupNotFound"
+	// RestoreNotApplied: no apply of the object has finished yet, so its
+	// backups are not known (an adoption of a retained state lists them
+	// on the first apply): the value waits, neither acted on nor refused.
+	RestoreNotApplied RestoreReason = "NotApplied"
 	// RestoreBusy: a Job of the object runs: the restore waits for it
 	// (never two Jobs on one state).
 	RestoreBusy RestoreReason = "Busy"
@@ -48,6 +52,8 @@ type RestoreInput struct {
 	Kept []int64
 	// Busy: a Job of the object has not finished.
 	Busy bool
+	// Applied: an apply of the object has finished (status.lastApply).
+	Applied bool
 }
 
 // RestoreDecision is whether to start a restore Job now, and of which
@@ -61,7 +67,7 @@ type RestoreDecision struct {
 }
 
 // DecideRestore decides in's restore: nothing without the annotation or
-// for a value acted on; a refusal for a value that is not a serial or
+// for a value acted on; a wait until an apply has finished; a refusal for a value that is not a serial or
 // names no kept backup; a wait while a Job runs; else due. A value acted
 // on stays so while the annotation keeps it, even when its backup was
 // pruned since.
@@ -73,6 +79,9 @@ func DecideRestore(in RestoreInput) RestoreDecision {
 		return RestoreDecision{Reason: RestoreDone}
 	}
 	serial, ok := ParseSerial(in.Value)
+	if !in.Applied {
+		return RestoreDecision{Reason: RestoreNotApplied, Serial: serial}
+	}
 	if !ok {
 		return RestoreDecision{Refused: true, Reason: RestoreNotASerial}
 	}

@@ -48,6 +48,10 @@ func (c *Controller) restoreStep(ctx context.Context, w *workload, creds credent
 	case d.Refused:
 		refuseRestore(w, d, now)
 		return w, nil
+	case d.Reason == statebackup.RestoreNotApplied:
+		setCondition(w, now, v1alpha1.ConditionRestoreJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRestoreWaiting,
+			"annotation %s waits for the first apply to finish: the object has no state backups yet", v1alpha1.AnnotationRestoreState)
+		return w, nil
 	case d.Reason == statebackup.RestoreBusy:
 		setCondition(w, now, v1alpha1.ConditionRestoreJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRestoreWaiting,
 			"the restore of state serial %d waits for %s Job %s to end", d.Serial, jobs.ActionOf(set.running), set.running.Name)
@@ -97,8 +101,11 @@ func (c *Controller) restoreStep(ctx context.Context, w *workload, creds credent
 // restoreInput gathers what statebackup.DecideRestore decides from.
 func restoreInput(w *workload, set jobSet) statebackup.RestoreInput {
 	v, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationRestoreState]
-	in := statebackup.RestoreInput{Value: v, Set: ok, Observed: w.status.ObservedRestore, Token: retryToken(v), Busy: set.running != nil}
+	in := statebackup.RestoreInput{Value: v, Set: ok, Observed: w.status.ObservedRestore, Token: retryToken(v), Busy: set.running != nil,
+		Applied: w.status.LastApply != nil}
 	for _, j := range set.all {
+		// An apply recorded later in this pass (applyStep) counts too.
+		in.Applied = in.Applied || (jobs.ActionOf(j) == v1alpha1.JobActionApply && jobs.Finished(j))
 		if s, ok := jobs.RestoreSerialOf(j); ok && jobs.ActionOf(j) == v1alpha1.JobActionRestore {
 			in.JobSerials = append(in.JobSerials, s)
 		}

@@ -213,3 +213,22 @@ func TestSyncO5RestoreWaitsForRunningJob(t *testing.T) {
 	require.Len(t, created, 1, "actions: %v", f.allActions())
 	require.Equal(t, v1alpha1.JobActionRestore, jobs.ActionOf(created[0]))
 }
+
+// O5: before any apply has finished the object's backups are not known
+// (an adoption lists them on the first apply): the value waits, neither
+// refused nor acted on.
+func TestSyncO5RestoreWaitsForFirstApply(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) {
+		c.Annotations = map[string]string{v1alpha1.AnnotationRestoreState: "3"}
+	})
+	f.seedReady(c1)
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	for _, j := range f.createdJobs() {
+		require.NotEqual(t, v1alpha1.JobActionRestore, jobs.ActionOf(j))
+	}
+	st := f.lastStatus()
+	requireCondition(t, st, v1alpha1.ConditionRestoreJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonRestoreWaiting)
+	require.Empty(t, st.ObservedRestore)
+	require.NotContains(t, strings.Join(f.PopEvents(), "\n"), v1alpha1.EventStateRestoreFailed)
+}
