@@ -123,6 +123,7 @@ func TestSyncO5RestoreOncePerSerial(t *testing.T) {
 	require.Empty(t, f.createdJobs(), "a restore starts no apply by itself")
 	st = f.lastStatus()
 	require.Equal(t, j.Name, st.LastRestore.JobName)
+	require.Empty(t, st.LastRestore.SourceHash, "X1: only an apply's record keeps the source hash (C6)")
 	require.Equal(t, v1alpha1.JobActionRestore, st.LastRun.Operation)
 	cond := requireCondition(t, st, v1alpha1.ConditionRestoreJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonStateRestored)
 	require.Contains(t, cond.Message, "serial 4")

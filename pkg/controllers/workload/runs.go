@@ -94,8 +94,9 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 func runRecord(j *batchv1.Job, outcome v1alpha1.RunOutcome, finish time.Time) *v1alpha1.RunRecord {
 	gen, _ := jobs.GenerationOf(j)
 	hash := jobs.SourceHashOf(j)
-	if jobs.ActionOf(j) == v1alpha1.JobActionDrift {
-		// O7: only an apply's hash is compared with the mirror's (C6).
+	if a := jobs.ActionOf(j); a == v1alpha1.JobActionDrift || a == v1alpha1.JobActionRestore {
+		// O7, O5: only an apply's hash is compared with the mirror's (C6),
+		// and no other record keeps one (X1 allows it where C6 needs it).
 		hash = ""
 	}
 	if len(hash) > maxRecordedHash {
