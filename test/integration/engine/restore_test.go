@@ -61,6 +61,26 @@ func restoreJobsStay(f *framework.Fixture, ns string, want int, why string) {
 	}
 }
 
+// restoresMetric waits until the manager serves
+// captf_state_restores_total{result} at least min: a lower bound, since
+// the manager is shared by the package's tests (counting each once is
+// the unit tests').
+func restoresMetric(f *framework.Fixture, result string, min float64) {
+	f.T.Helper()
+	f.WaitFor("captf_state_restores_total{result="+result+"}", func() (bool, string) {
+		m, err := f.Manager.Scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range m {
+			if s.Name == "captf_state_restores_total" && s.Labels["result"] == result {
+				return s.Value >= min, fmt.Sprintf("%v", s.Value)
+			}
+		}
+		return false, "not served"
+	})
+}
+
 // TestO5RestoreRefused: a serial that is not among the kept backups is
 // refused (RestoreJobSucceeded False/RestoreBackupNotFound and a
 // StateRestoreFailed event naming the kept serials) and no restore Job is
@@ -86,6 +106,7 @@ func TestO5RestoreRefused(t *testing.T) {
 		t.Fatalf("O5: want one StateRestoreFailed event naming serial 7 and the kept [1], got %+v", evs.Items)
 	}
 	restoreJobsStay(f, ns, 0, "a refused serial")
+	restoresMetric(f, "refused", 1)
 }
 
 // TestO5RestoreBringsBackSerial proves SPEC O5's restore on the real API
@@ -142,6 +163,7 @@ func TestO5RestoreBringsBackSerial(t *testing.T) {
 		t.Fatalf("O5: want one StateRestored event naming serial 1, got %+v", evs.Items)
 	}
 
+	restoresMetric(f, "succeeded", 1)
 	restoreJobsStay(f, ns, 1, "resyncs after the restore")
 	if n := len(f.Jobs(ns, v1alpha1.JobActionApply)); n != 2 {
 		t.Fatalf("O5: a restore starts no apply by itself: %d apply Jobs, want 2", n)
