@@ -118,7 +118,7 @@ var (
 	// JobRuns counts run outcomes this manager recorded in status.
 	JobRuns = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "captf_job_runs_total",
-		Help: "Finished apply, destroy and drift Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy or status.lastDriftCheck, by action (apply, destroy, drift) and outcome (succeeded, failed, deadline_exceeded, interrupted: the pod was evicted, preempted, deleted or lost, not a failure). " +
+		Help: "Finished apply, destroy, drift and restore Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy, status.lastDriftCheck or status.lastRestore, by action (apply, destroy, drift, restore) and outcome (succeeded, failed, deadline_exceeded, interrupted: the pod was evicted, preempted, deleted or lost, not a failure). " +
 			"Counted once, when the status write that records the run succeeds; a record already in status when the manager starts is not counted again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action", "outcome"})
