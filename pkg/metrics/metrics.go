@@ -96,6 +96,8 @@ const (
 	ActionDestroy = "destroy"
 	// ActionDrift is a drift check (SPEC O7).
 	ActionDrift = "drift"
+	// ActionRestore is a state restore (SPEC O5).
+	ActionRestore = "restore"
 
 	// Outcomes of a recorded run (status.lastApply.outcome and
 	// status.lastDestroy.outcome, in snake case).
@@ -116,7 +118,7 @@ var (
 	// JobRuns counts run outcomes this manager recorded in status.
 	JobRuns = metrics.NewCounterVec(&metrics.CounterOpts{
 		Name: "captf_job_runs_total",
-		Help: "Finished apply, destroy and drift Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy or status.lastDriftCheck, by action (apply, destroy, drift) and outcome (succeeded, failed, deadline_exceeded, interrupted: the pod was evicted, preempted, deleted or lost, not a failure). " +
+		Help: "Finished apply, destroy, drift and restore Jobs whose outcome this manager process recorded in status.lastApply, status.lastDestroy, status.lastDriftCheck or status.lastRestore, by action (apply, destroy, drift, restore) and outcome (succeeded, failed, deadline_exceeded, interrupted: the pod was evicted, preempted, deleted or lost, not a failure). " +
 			"Counted once, when the status write that records the run succeeds; a record already in status when the manager starts is not counted again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"action", "outcome"})
@@ -152,6 +154,22 @@ var (
 			"counting a split state's backup once; skipped counts backups not made because the state changed since it was read or a Secret that is not a backup holds the name.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
+
+	// StateRestores counts the captf.io/restore-state requests this
+	// manager saw end (SPEC O5, upstream A7-42).
+	StateRestores = metrics.NewCounterVec(&metrics.CounterOpts{
+		Name: "captf_state_restores_total",
+		Help: "State restores (annotation captf.io/restore-state) this manager recorded, by result: succeeded and failed (the restore Job's outcome, recorded in status.lastRestore), " +
+			"refused (the value names no kept backup, status.stateBackups, or is not a serial: no Job ran). Counted once, when the status write that records it succeeds.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+)
+
+// Results of captf_state_restores_total.
+const (
+	RestoreSucceeded = "succeeded"
+	RestoreFailed    = "failed"
+	RestoreRefused   = "refused"
 )
 
 // Results of captf_state_backups_total.
@@ -168,7 +186,7 @@ var registerOnce sync.Once
 // would outlive its object unless every deletion path forgot it, so the
 // labels are fixed sets (TestNoLabelFollowsObjects).
 var all = []metrics.Registerable{MirrorWrites, SourceReads, IdentityDenied, MirrorStaleness, APIRequests,
-	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned, ForceUnlocks, StateBackups}
+	SourceWatches, SourceWatchErrors, SourceChanges, JobRuns, JobRetries, JobsPruned, ForceUnlocks, StateBackups, StateRestores}
 
 // Register registers the metrics once; safe to call from every constructor.
 func Register() {
@@ -177,11 +195,11 @@ func Register() {
 		// Every series of the Job counters exists from the start at 0, so
 		// a rate or a ratio (failed over all runs) has both sides before
 		// the first failure.
-		for _, action := range []string{ActionApply, ActionDestroy, ActionDrift} {
+		for _, action := range []string{ActionApply, ActionDestroy, ActionDrift, ActionRestore} {
 			for _, outcome := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeDeadlineExceeded, OutcomeInterrupted} {
 				JobRuns.WithLabelValues(action, outcome)
 			}
-			if action != ActionDrift { // a drift check is never retried (O7)
+			if action != ActionDrift && action != ActionRestore { // never retried (O7, O5)
 				for _, trigger := range []string{TriggerBackoff, TriggerAnnotation, TriggerInterrupt} {
 					JobRetries.WithLabelValues(action, trigger)
 				}
@@ -190,6 +208,9 @@ func Register() {
 		}
 		for _, result := range []string{BackupCreated, BackupPruned, BackupSkipped} {
 			StateBackups.WithLabelValues(result)
+		}
+		for _, result := range []string{RestoreSucceeded, RestoreFailed, RestoreRefused} {
+			StateRestores.WithLabelValues(result)
 		}
 		registerSlots()
 	})

@@ -27,12 +27,16 @@ func TestJobCountersRegisteredT7(t *testing.T) {
 			"action=apply,outcome=deadline_exceeded", "action=apply,outcome=failed", "action=apply,outcome=interrupted", "action=apply,outcome=succeeded",
 			"action=destroy,outcome=deadline_exceeded", "action=destroy,outcome=failed", "action=destroy,outcome=interrupted", "action=destroy,outcome=succeeded",
 			"action=drift,outcome=deadline_exceeded", "action=drift,outcome=failed", "action=drift,outcome=interrupted", "action=drift,outcome=succeeded",
+			"action=restore,outcome=deadline_exceeded", "action=restore,outcome=failed", "action=restore,outcome=interrupted", "action=restore,outcome=succeeded",
 		},
 		"captf_job_retries_total": {
 			"action=apply,trigger=annotation", "action=apply,trigger=backoff", "action=apply,trigger=interrupted",
 			"action=destroy,trigger=annotation", "action=destroy,trigger=backoff", "action=destroy,trigger=interrupted",
 		},
-		"captf_jobs_pruned_total": {"action=apply", "action=destroy", "action=drift"},
+		"captf_jobs_pruned_total": {"action=apply", "action=destroy", "action=drift", "action=restore"},
+		// SPEC O5 (A7-42): every result of the backups and restores at 0.
+		"captf_state_backups_total":  {"result=created", "result=pruned", "result=skipped"},
+		"captf_state_restores_total": {"result=failed", "result=refused", "result=succeeded"},
 	}
 	got := map[string][]string{}
 	for _, mf := range families {

@@ -1,4 +1,4 @@
-// Package runner is the in-Job runner, `captf runner apply|destroy|drift`.
+// Package runner is the in-Job runner, `captf runner apply|destroy|drift|restore`.
 //
 // It owns the execution half of SPEC rule J6 (the filtering half lives in
 // envfilter): it drops the forbidden TF_ and KUBE_ variables and logs their
@@ -34,6 +34,10 @@
 // document's drift holds the counts and at most 16 resource addresses
 // (addresses only, redacted like the tail), and is set only when the plan
 // ran to its end (drift.go).
+//
+// `captf runner restore` (SPEC O5, upstream A3-44, A3-56) decompresses the
+// backup mounted at --restore-chunks, then runs init, `terraform state push
+// -force` of it and `terraform state list` as a check (restore.go).
 //
 // Stop requests (SIGTERM, SIGINT, or cancellation of the caller's context)
 // are forwarded to Terraform so that it can release its state lock; a second

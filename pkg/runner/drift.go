@@ -27,7 +27,11 @@ type step struct {
 // steps are the Terraform steps of cfg's operation, after init.
 func (c config) steps() []step {
 	init := step{name: runresult.StepInit, args: c.initArgs()}
-	if c.command != runresult.OperationDrift {
+	switch c.command {
+	case runresult.OperationRestore:
+		return c.restoreSteps(init)
+	case runresult.OperationDrift:
+	default:
 		return []step{init, {name: c.command, args: c.commandArgs()}}
 	}
 	common := []string{"-input=false", "-no-color", c.lockTimeoutArg()}

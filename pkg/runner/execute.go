@@ -74,6 +74,12 @@ func executeSteps(ctx context.Context, cfg *config, environ []string, stdout, st
 	if err != nil {
 		return 0, err
 	}
+	if cfg.restoreChunks != "" {
+		// O5: the backup's state, decompressed, for `state push`.
+		if err := writeRestoreState(cfg.restoreChunks, dir, stderr); err != nil {
+			return 0, err
+		}
+	}
 	env := runEnv(*cfg, environ, dir, cliConfig, stderr)
 	if cfg.result != "" {
 		// SPEC O1: the runtime's version, for the result document only.

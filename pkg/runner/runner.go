@@ -41,7 +41,7 @@ const (
 )
 
 // subcommands are the valid first arguments, in the order usage lists them.
-var subcommands = []string{"apply", "destroy", "drift"}
+var subcommands = []string{"apply", "destroy", "drift", "restore"}
 
 // Main runs `captf runner <args...>` (args excludes "runner" itself, e.g.
 // ["apply", "--chdir=/m"]). It returns the process exit code. environ is the
@@ -62,7 +62,7 @@ func Main(ctx context.Context, args []string, environ []string, stdout, stderr i
 
 // config is the parsed command line.
 type config struct {
-	command     string // apply or destroy
+	command     string // apply, destroy, drift or restore
 	terraform   string // --terraform as given
 	chdir       string // --chdir, absolute
 	workdir     string // --workdir, "" to run in the module directory
@@ -78,6 +78,10 @@ type config struct {
 	// it names; credentials is the directory of the mirror's files, whose
 	// values are redacted from it.
 	result, image, credentials string
+
+	// restoreChunks is --restore-chunks: the directory of the state
+	// backup's chunks a restore pushes (SPEC O5), restore only.
+	restoreChunks string
 
 	// imageRoot is --image-root: where upstream's module images keep the
 	// module, the runtime and a provider mirror (SPEC O10).
@@ -142,6 +146,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset.StringVar(&cfg.result, "result", "", "file to write the result document to when the run ends (SPEC O1; the Job passes its termination message, /dev/termination-log); empty writes none")
 	fset.StringVar(&cfg.image, "image", "", "the module image, named in the result document (SPEC O1)")
 	fset.StringVar(&cfg.credentials, "credentials", DefaultCredentialsDir, "directory of the credential files (SPEC J2), whose values never reach the result document; a missing directory is skipped")
+	fset.StringVar(&cfg.restoreChunks, "restore-chunks", "", "restore only: directory of the state backup's chunks, files 0, 1, ... holding the backend's gzip-compressed state in order (SPEC O5; the Job mounts the backup Secrets there)")
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
 	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
 	err := fset.Parse(args[1:])
@@ -173,6 +178,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("%s: --state-suffix needs --state-namespace: the kubernetes backend takes both, or leave both out for local state", cfg.command)
 	case cfg.stateKubeconfig != "" && cfg.stateNamespace == "":
 		return config{}, fmt.Errorf("%s: --state-kubeconfig needs --state-namespace and --state-suffix", cfg.command)
+	case cfg.command == "restore" && cfg.restoreChunks == "":
+		return config{}, fmt.Errorf("restore: --restore-chunks is required: the directory of the backup to push (SPEC O5)")
+	case cfg.command != "restore" && cfg.restoreChunks != "":
+		return config{}, fmt.Errorf("%s: --restore-chunks is for restore only", cfg.command)
 	}
 	if cfg.stateNamespace != "" {
 		if err := checkState(cfg.stateNamespace, cfg.stateSuffix); err != nil {
@@ -181,7 +190,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	// Terraform runs in another directory than the runner: relative paths
 	// are made absolute against the runner's.
-	for _, p := range []*string{&cfg.home, &cfg.stateKubeconfig} {
+	for _, p := range []*string{&cfg.home, &cfg.stateKubeconfig, &cfg.restoreChunks} {
 		if *p == "" {
 			continue
 		}

@@ -32,6 +32,7 @@ step=$1
 d=$FAKE_DIR
 echo "$step" >> "$d/steps"
 printf '%s\n' "$@" > "$d/$step.args"
+printf '%s\n' "$*" >> "$d/$step.calls"
 pwd -P > "$d/$step.pwd"
 env > "$d/$step.env"
 # Like Terraform, which writes .terraform and state where it runs.

@@ -50,9 +50,12 @@ const (
 	// OperationDrift refreshes the state and plans without applying
 	// (SPEC O7, upstream A3-54).
 	OperationDrift = "drift"
+	// OperationRestore pushes a state backup back into the backend
+	// (SPEC O5, upstream A3-44, A3-56).
+	OperationRestore = "restore"
 )
 
-var operations = []string{OperationApply, OperationDestroy, OperationDrift}
+var operations = []string{OperationApply, OperationDestroy, OperationDrift, OperationRestore}
 
 // Step names: the runner's own preparation (copying the module, writing
 // the variables; a failure here is the runner's or the image's), then
@@ -68,9 +71,15 @@ const (
 	// StepPlan is a drift run's `plan -refresh=false -detailed-exitcode`:
 	// exit code 2 is drift found, not a failure.
 	StepPlan = "plan"
+	// StepStatePush is a restore's `state push -force` of the backup (SPEC
+	// O5).
+	StepStatePush = "state-push"
+	// StepStateList is a restore's `state list` after the push: the
+	// restored state reads back.
+	StepStateList = "state-list"
 )
 
-var steps = []string{StepSetup, StepInit, StepApply, StepDestroy, StepRefresh, StepPlan}
+var steps = []string{StepSetup, StepInit, StepApply, StepDestroy, StepRefresh, StepPlan, StepStatePush, StepStateList}
 
 // Kind is what ended a run that did not succeed.
 type Kind string
@@ -97,7 +106,7 @@ var kinds = []Kind{KindStep, KindImageLayout, KindInterrupted, KindRunner}
 type Result struct {
 	// Version is [Version].
 	Version int `json:"version"`
-	// Operation is apply, destroy or drift.
+	// Operation is apply, destroy, drift or restore.
 	Operation string `json:"operation"`
 	// Image is the module image the Job ran (the runner's --image).
 	Image string `json:"image,omitempty"`
@@ -168,7 +177,7 @@ func (r *Result) Validate() error {
 		bad("version is not %d", Version)
 	}
 	if !slices.Contains(operations, r.Operation) {
-		bad("operation is not %s, %s or %s", OperationApply, OperationDestroy, OperationDrift)
+		bad("operation is not %s, %s, %s or %s", OperationApply, OperationDestroy, OperationDrift, OperationRestore)
 	}
 	if !line(r.Image, MaxImage) {
 		bad("image is over %d bytes or holds control characters", MaxImage)

@@ -12,17 +12,31 @@ import (
 
 // ActionOf returns the action a Job was built for (its captf.io/action
 // annotation): v1alpha1.JobActionApply, v1alpha1.JobActionDestroy,
-// v1alpha1.JobActionDrift (SPEC O7), or "" when
+// v1alpha1.JobActionDrift (SPEC O7), v1alpha1.JobActionRestore (O5), or "" when
 // the annotation is missing or holds anything else.
 func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
 	if job == nil {
 		return ""
 	}
 	switch a := v1alpha1.JobAction(job.Annotations[v1alpha1.AnnotationJobAction]); a {
-	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, v1alpha1.JobActionDrift:
+	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, v1alpha1.JobActionDrift, v1alpha1.JobActionRestore:
 		return a
 	}
 	return ""
+}
+
+// RestoreSerialOf returns a restore Job's captf.io/restore-serial (SPEC
+// O5), false when absent or not a canonical serial.
+func RestoreSerialOf(job *batchv1.Job) (int64, bool) {
+	if job == nil {
+		return 0, false
+	}
+	v := job.Annotations[v1alpha1.AnnotationJobRestoreSerial]
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != v {
+		return 0, false
+	}
+	return n, true
 }
 
 // DriftRemediationOf returns a Job's captf.io/drift-remediation (SPEC

@@ -63,6 +63,12 @@ const (
 	// InputsVolumeName is the run Secret's volume (SPEC K5, K6), mounted
 	// read-only at InputsDir; the runner reads InputsKey from it.
 	InputsVolumeName = "inputs"
+	// RestoreVolumeName is a restore Job's projected volume of the backup
+	// Secrets (SPEC O5), mounted read-only at RestoreDir.
+	RestoreVolumeName = "restore"
+	// RestoreDir is the runner's --restore-chunks: part i of the backup
+	// is the file named i.
+	RestoreDir = "/var/run/captf/restore"
 	// InputsDir is where the run Secret's files are.
 	InputsDir = "/var/run/captf/inputs"
 	// InputsKey is the run Secret's key holding the contract inputs as a
@@ -137,8 +143,9 @@ type Params struct {
 	Namespace string
 	// Generation is the object's metadata.generation this Job is for.
 	Generation int64
-	// Action is v1alpha1.JobActionApply, v1alpha1.JobActionDestroy or
-	// v1alpha1.JobActionDrift (SPEC O7: `captf runner drift`).
+	// Action is v1alpha1.JobActionApply, v1alpha1.JobActionDestroy,
+	// v1alpha1.JobActionDrift (SPEC O7: `captf runner drift`) or
+	// v1alpha1.JobActionRestore (O5: `captf runner restore`).
 	Action v1alpha1.JobAction
 	// ModuleImage is the object's spec.source.image.
 	ModuleImage string
@@ -204,6 +211,18 @@ type Params struct {
 	// Cluster is the TerraformCluster whose Job cap the Job counts under,
 	// recorded as captf.io/cluster (SPEC O4); "" records nothing.
 	Cluster string
+	// Restore is the backup a restore Job pushes (SPEC O5); nil for any
+	// other action.
+	Restore *Restore
+}
+
+// Restore is the state backup a restore Job pushes (SPEC O5): its serial,
+// recorded as captf.io/restore-serial, and its Secrets, first part first,
+// mounted as the files 0, 1, ... of RestoreDir. The Job names them only;
+// their content reaches the pod through the volume (X1).
+type Restore struct {
+	Serial  int64
+	Secrets []string
 }
 
 // RunSecretName is the name of the run Secret of the Job named job (SPEC
@@ -307,6 +326,9 @@ func jobAnnotations(p Params) map[string]string {
 	}
 	if p.Cluster != "" {
 		annotations[v1alpha1.AnnotationJobCluster] = p.Cluster
+	}
+	if p.Restore != nil {
+		annotations[v1alpha1.AnnotationJobRestoreSerial] = strconv.FormatInt(p.Restore.Serial, 10)
 	}
 	return annotations
 }

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/captf/captf/pkg/tfstate"
 )
 
 // The pod of a Job: its spec, the Terraform container's command and env.
@@ -88,7 +90,33 @@ func podSpec(p Params) corev1.PodSpec {
 	if p.Inputs {
 		mountInputs(&spec, p)
 	}
+	if p.Restore != nil {
+		mountRestore(&spec, p.Restore)
+	}
 	return spec
+}
+
+// mountRestore mounts the Secrets of the backup a restore Job pushes
+// (SPEC O5) as one projected volume, part i as the file i: the Job spec
+// names them, their content is only in the pod's volume (X1). None is
+// optional: a backup pruned before the pod starts keeps it from
+// starting rather than pushing part of a state.
+func mountRestore(spec *corev1.PodSpec, r *Restore) {
+	sources := make([]corev1.VolumeProjection, 0, len(r.Secrets))
+	for i, name := range r.Secrets {
+		sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name},
+			Items:                []corev1.KeyToPath{{Key: tfstate.DataKey, Path: strconv.Itoa(i)}},
+		}})
+	}
+	spec.Volumes = append(spec.Volumes, corev1.Volume{
+		Name: RestoreVolumeName,
+		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: sources, DefaultMode: ptr.To(CredentialsFileMode),
+		}},
+	})
+	c := &spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: RestoreVolumeName, MountPath: RestoreDir, ReadOnly: true})
 }
 
 // mountInputs mounts the run Secret of p's Job, where the inputs,
@@ -125,6 +153,9 @@ func command(p Params) []string {
 	}
 	if p.Inputs {
 		args = append(args, "--inputs="+InputsDir+"/"+InputsKey)
+	}
+	if p.Restore != nil {
+		args = append(args, "--restore-chunks="+RestoreDir)
 	}
 	return args
 }

@@ -29,6 +29,7 @@ var (
 			v1alpha1.AnnotationPaused:                   "T5: workload paused() stops every Job",
 			v1alpha1.AnnotationAbandonInfrastructure:    "V2: workload syncDeleting releases without a destroy when it names the UID",
 			v1alpha1.AnnotationRetry:                    "T7: workload runs.go, a new value runs the action once more",
+			v1alpha1.AnnotationRestoreState:             "O5: workload restore.go, a new value runs a restore Job once",
 			v1alpha1.AnnotationProviderFieldsGeneration: "T5: workload coversGeneration, the generation the manager's own write made",
 			v1alpha1.AnnotationStandalone:               "K2: contract.Standalone, runs without Cluster API owners",
 			capiv1.AnnotationClonedFromName:             "K6: contract.RenderInputs, the template tag of captf_tags",
@@ -63,6 +64,7 @@ var (
 			v1alpha1.AnnotationRetry:               "T7: jobs.RetryOf, the captf.io/retry value the Job ran for",
 			v1alpha1.AnnotationInputsHash:          "K6: jobs.InputsHashOf, the contract inputs the Job ran with",
 			v1alpha1.AnnotationJobCluster:          "O4: workload slots.go, the cluster whose cap the Job counts against",
+			v1alpha1.AnnotationJobRestoreSerial:    "O5: jobs.RestoreSerialOf, the serial a restore Job pushes (not run again)",
 		},
 	}
 

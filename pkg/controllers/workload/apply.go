@@ -217,7 +217,7 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		return false, runPlan{}
 	case !creds.ready:
 		if !done {
-			if set.latest != nil && jobs.ActionOf(set.latest) != v1alpha1.JobActionDrift {
+			if a := jobs.ActionOf(set.latest); set.latest != nil && a != v1alpha1.JobActionDrift && a != v1alpha1.JobActionRestore {
 				c.reportJob(w, set.latest, now)
 			} else {
 				setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,

@@ -115,5 +115,6 @@ func (c *Controller) jobParams(w *workload, action v1alpha1.JobAction, creds cre
 		Inputs:                true,
 		InputsHash:            inputsHash,
 		Cluster:               slotClusterName(w),
+		Restore:               plan.restore, // O5
 	}
 }

@@ -110,8 +110,9 @@ func (c *Controller) destroyStep(ctx context.Context, w *workload, set jobSet, n
 		// The finalizer was set but no apply Job was ever created: nothing
 		// to destroy.
 		return true, nil
-	case set.running != nil && (jobs.ActionOf(set.running) == v1alpha1.JobActionApply || jobs.ActionOf(set.running) == v1alpha1.JobActionDrift):
-		// An apply, or a drift check (O7), ends before the destroy starts.
+	case set.running != nil && jobs.ActionOf(set.running) != v1alpha1.JobActionDestroy && jobs.ActionOf(set.running) != "":
+		// An apply, a drift check (O7) or a restore (O5) ends before the
+		// destroy starts.
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"waiting for %s Job %s to end before destroying", jobs.ActionOf(set.running), set.running.Name)
 		return false, nil

@@ -116,9 +116,13 @@ func (c *Controller) reportRun(ctx context.Context, w *workload, j *batchv1.Job,
 // newestRun returns the newest of the recorded runs: the one that
 // finished last, the destroy when both finished at once, then the apply
 // over a drift check (O7: at most one Job runs, so ties are records
-// written at once by an adoption).
+// written at once by an adoption); a restore (O5) that finished after all
+// of them (or in the same second).
 func newestRun(st *v1alpha1.WorkloadStatus) (v1alpha1.JobAction, *v1alpha1.RunRecord) {
 	a, d := st.LastApply, st.LastDestroy
+	if r := st.LastRestore; r != nil && after(r, a) && after(r, d) && after(r, st.LastDriftCheck) {
+		return v1alpha1.JobActionRestore, r
+	}
 	switch {
 	case d != nil && (a == nil || !d.FinishTime.Before(&a.FinishTime)):
 		return v1alpha1.JobActionDestroy, d
@@ -128,6 +132,13 @@ func newestRun(st *v1alpha1.WorkloadStatus) (v1alpha1.JobAction, *v1alpha1.RunRe
 		return v1alpha1.JobActionApply, a
 	}
 	return "", nil
+}
+
+// after reports whether r finished no earlier than other (or other is
+// nil): records keep whole seconds, and a restore starts only once no
+// other Job runs.
+func after(r, other *v1alpha1.RunRecord) bool {
+	return other == nil || !r.FinishTime.Before(&other.FinishTime)
 }
 
 // describes reports whether l is the lastRun of rec's Job: the key is the

@@ -63,6 +63,8 @@ type runPlan struct {
 	// interruptions counts the generation's interrupted attempts before
 	// the Job (O2), which its backoff will not count.
 	interruptions int
+	// restore is the backup a restore Job pushes (O5); nil otherwise.
+	restore *jobs.Restore
 }
 
 // recordOf returns the record of a finished Job; nil while it runs. A Job
@@ -92,8 +94,9 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 func runRecord(j *batchv1.Job, outcome v1alpha1.RunOutcome, finish time.Time) *v1alpha1.RunRecord {
 	gen, _ := jobs.GenerationOf(j)
 	hash := jobs.SourceHashOf(j)
-	if jobs.ActionOf(j) == v1alpha1.JobActionDrift {
-		// O7: only an apply's hash is compared with the mirror's (C6).
+	if a := jobs.ActionOf(j); a == v1alpha1.JobActionDrift || a == v1alpha1.JobActionRestore {
+		// O7, O5: only an apply's hash is compared with the mirror's (C6),
+		// and no other record keeps one (X1 allows it where C6 needs it).
 		hash = ""
 	}
 	if len(hash) > maxRecordedHash {
@@ -138,6 +141,8 @@ func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
 		return &w.status.LastDestroy
 	case v1alpha1.JobActionDrift:
 		return &w.status.LastDriftCheck // O7
+	case v1alpha1.JobActionRestore:
+		return &w.status.LastRestore // O5
 	}
 	return &w.status.LastApply
 }
@@ -171,13 +176,13 @@ func recordRuns(w *workload, set jobSet, action v1alpha1.JobAction, now time.Tim
 // finds the same record again, counts nothing; a write that fails counts
 // nothing, and the pass that later writes the record counts it (T7).
 func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
-	slots := func(st *v1alpha1.WorkloadStatus) [3]*v1alpha1.RunRecord {
+	slots := func(st *v1alpha1.WorkloadStatus) [4]*v1alpha1.RunRecord {
 		if st == nil {
-			return [3]*v1alpha1.RunRecord{}
+			return [4]*v1alpha1.RunRecord{}
 		}
-		return [3]*v1alpha1.RunRecord{st.LastApply, st.LastDestroy, st.LastDriftCheck}
+		return [4]*v1alpha1.RunRecord{st.LastApply, st.LastDestroy, st.LastDriftCheck, st.LastRestore}
 	}
-	actions := [3]string{metrics.ActionApply, metrics.ActionDestroy, metrics.ActionDrift}
+	actions := [4]string{metrics.ActionApply, metrics.ActionDestroy, metrics.ActionDrift, metrics.ActionRestore}
 	now, was, wrote := slots(written), slots(before), slots(last)
 	for i, r := range now {
 		if r == nil || sameRun(r, was[i]) || sameRun(r, wrote[i]) {
@@ -220,6 +225,8 @@ func actionLabel(a v1alpha1.JobAction) string {
 		return metrics.ActionDestroy
 	case v1alpha1.JobActionDrift:
 		return metrics.ActionDrift
+	case v1alpha1.JobActionRestore:
+		return metrics.ActionRestore
 	}
 	return "unknown"
 }
@@ -335,7 +342,7 @@ func (c *Controller) reportRunning(w *workload, set jobSet, rec *v1alpha1.RunRec
 	switch {
 	case endedRun(j, rec):
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, "", retryAt(rec, countRun(w, set, rec)), now)
-	case runningDrift(set) && coversGeneration(w, rec):
+	case (runningDrift(set) || runningRestore(set)) && coversGeneration(w, rec):
 		var next time.Time
 		if rec.Outcome != v1alpha1.RunSucceeded {
 			next = retryAt(rec, countRun(w, set, rec))

@@ -96,6 +96,11 @@ func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, er
 	if err := c.dependencyStep(ctx, w); err != nil {
 		return w, err
 	}
+	// O5: a captf.io/restore-state value not acted on yet, before the
+	// apply (upstream's priority: restore, destroy, apply, ...).
+	if w, err = c.restoreStep(ctx, w, creds); err != nil {
+		return w, err
+	}
 	if w, err = c.applyStep(ctx, w, creds); err != nil {
 		return w, err
 	}
@@ -145,6 +150,7 @@ func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alp
 	c.written.Record(key, uid, *stored.status.DeepCopy())
 	// T7: a run counts once, when the write that records it succeeds.
 	countRecorded(stored.status, before, last)
+	countRestores(stored.status, before, last) // O5
 	return stored, nil
 }
 

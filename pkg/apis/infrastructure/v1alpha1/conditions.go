@@ -50,6 +50,10 @@ const (
 	// the module says, False when it does not, Unknown when the check
 	// failed. Absent until a drift check has finished.
 	ConditionDriftDetected ConditionType = "DriftDetected"
+	// ConditionRestoreJobSucceeded says what became of the newest
+	// captf.io/restore-state request (SPEC O5, upstream A1-159): set once
+	// the annotation is first acted on.
+	ConditionRestoreJobSucceeded ConditionType = "RestoreJobSucceeded"
 )
 
 // Condition types of TerraformClusterIdentity.
@@ -153,6 +157,24 @@ const (
 	// (--max-active-jobs, or the cluster's spec.maxActiveJobs); it starts
 	// when a slot frees, destroys first (SPEC O4, A1-155).
 	ReasonWaitingForJobSlot ConditionReason = "WaitingForJobSlot"
+)
+
+// Reasons of RestoreJobSucceeded (SPEC O5, upstream A1-159).
+const (
+	// ReasonStateRestored: the restore Job pushed the backup and read the
+	// state back.
+	ReasonStateRestored ConditionReason = "StateRestored"
+	// ReasonRestoreFailed: the restore Job failed; it is not retried for
+	// the same serial.
+	ReasonRestoreFailed ConditionReason = "RestoreFailed"
+	// ReasonRestoreBackupNotFound: the annotation names no serial of
+	// status.stateBackups (or no serial at all); no Job ran.
+	ReasonRestoreBackupNotFound ConditionReason = "RestoreBackupNotFound"
+	// ReasonRestoreWaiting: the restore waits for a running Job of the
+	// object, or for a Job slot (O4).
+	ReasonRestoreWaiting ConditionReason = "RestoreWaiting"
+	// ReasonRestoreRunning: the restore Job runs.
+	ReasonRestoreRunning ConditionReason = "RestoreRunning"
 )
 
 // Reasons of DriftDetected (SPEC O7, upstream A1-163).
@@ -349,6 +371,12 @@ const (
 	// EventStateBackedUp (Normal, workload): a new state serial was
 	// copied to a backup Secret (SPEC O5).
 	EventStateBackedUp = "StateBackedUp"
+	// EventStateRestored (Normal, workload): a restore Job pushed a state
+	// backup back into the backend (SPEC O5, upstream A7-17).
+	EventStateRestored = "StateRestored"
+	// EventStateRestoreFailed (Warning, workload): a restore Job failed,
+	// or the annotation named no kept backup (SPEC O5, upstream A7-17).
+	EventStateRestoreFailed = "StateRestoreFailed"
 	// EventInfrastructureRetained (Normal, workload): deleted under
 	// spec.deletionPolicy Retain, without a destroy Job; the state and
 	// its backups stay (SPEC O5).

@@ -106,7 +106,7 @@ type JobsSpec struct {
 }
 
 // JobAction is what a Job does with the module.
-// +kubebuilder:validation:Enum=apply;destroy;drift
+// +kubebuilder:validation:Enum=apply;destroy;drift;restore
 type JobAction string
 
 const (
@@ -117,6 +117,9 @@ const (
 	// JobActionDrift runs `terraform apply -refresh-only` and `terraform
 	// plan -refresh=false`: a drift check, never an apply (SPEC O7).
 	JobActionDrift JobAction = "drift"
+	// JobActionRestore runs `terraform state push -force` of a state
+	// backup and `terraform state list` (SPEC O5, upstream A3-56).
+	JobActionRestore JobAction = "restore"
 )
 
 // JobReference records a Job the manager created for an object.
@@ -278,6 +281,26 @@ type WorkloadStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	StateBackups []StateBackup `json:"stateBackups,omitempty"`
+
+	// ObservedRestore is the value of the annotation captf.io/restore-state
+	// the manager last acted on, by starting a restore Job or by refusing
+	// it (SPEC O5): a restore runs once per value, whatever its outcome,
+	// and a manager restart or resync never runs it again.
+	// Values longer than 128 characters are kept as "sha256:" and the
+	// first 32 hex characters of their SHA-256, like observedRetry.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ObservedRestore string `json:"observedRestore,omitempty"`
+
+	// LastRestoredSerial is the serial of the backup the newest restore
+	// Job pushes or pushed (upstream A1-86), set when the Job starts.
+	// +optional
+	LastRestoredSerial *int64 `json:"lastRestoredSerial,omitempty"`
+
+	// LastRestore records the newest finished restore Job, like LastApply
+	// (SPEC O5, T7).
+	// +optional
+	LastRestore *RunRecord `json:"lastRestore,omitempty"`
 }
 
 // FailureDomain is a failure domain a cluster's machines may be placed in

@@ -52,6 +52,13 @@ const (
 	// the pending destroy, once more at once, whatever the last outcome
 	// (SPEC T7). On a Job it records the value that Job was started for.
 	AnnotationRetry = "captf.io/retry"
+	// AnnotationRestoreState on a workload object names the serial of a
+	// state backup (status.stateBackups) to push back into the backend:
+	// a restore Job runs once per value (SPEC O5, upstream A3-44).
+	AnnotationRestoreState = "captf.io/restore-state"
+	// AnnotationJobRestoreSerial records on a restore Job the serial of
+	// the backup it pushes (SPEC O5).
+	AnnotationJobRestoreSerial = "captf.io/restore-serial"
 	// FinalizerDestroy is set on a workload object once it has started an
 	// apply Job, so its deletion runs a destroy Job first (SPEC J8).
 	FinalizerDestroy = "captf.io/destroy"

@@ -1568,6 +1568,16 @@ func (in *WorkloadStatus) DeepCopyInto(out *WorkloadStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.LastRestoredSerial != nil {
+		in, out := &in.LastRestoredSerial, &out.LastRestoredSerial
+		*out = new(int64)
+		**out = **in
+	}
+	if in.LastRestore != nil {
+		in, out := &in.LastRestore, &out.LastRestore
+		*out = new(RunRecord)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
