@@ -16,6 +16,13 @@
 #                                     images are (SPEC O10): /captf/module,
 #                                     OpenTofu as /captf/runtime, no
 #                                     terraform on PATH
+#   captf.local/fakecloud-module-drift:dev
+#                                     the drift module test/e2e/module-drift
+#                                     laid out as upstream's: /captf/module,
+#                                     OpenTofu as /captf/runtime, and the
+#                                     fakecloud provider in the provider
+#                                     mirror /captf/providers (SPEC O7, O10;
+#                                     hack/build-fakecloud-provider.sh)
 #
 #   hack/build-e2e-images.sh CONTAINERD_SOCKET
 #
@@ -58,4 +65,20 @@ done
   -file "${bin}/tofu=/captf/runtime" \
   -file "${tmp}/fakecloud-client=/usr/local/bin/fakecloud-client" \
   "${upstream_files[@]}" \
+  -address "${address}"
+# The drift module's provider, from its own Go module (the Go cache makes a
+# rebuild seconds; its first build on a fresh machine, modules downloaded,
+# is in docs/local-control-plane.md, "Images").
+"${root}/hack/build-fakecloud-provider.sh" "${tmp}/providers"
+drift_files=()
+for f in "${root}"/test/e2e/module-drift/*.tf; do
+  drift_files+=(-file "${f}=/captf/module/$(basename "${f}"):0644")
+done
+while IFS= read -r f; do
+  drift_files+=(-file "${f}=/captf/providers/${f#"${tmp}/providers/"}:0755")
+done < <(find "${tmp}/providers" -type f | sort)
+"${images}" build -name captf.local/fakecloud-module-drift:dev \
+  -entrypoint /captf/runtime -workdir / \
+  -file "${bin}/tofu=/captf/runtime" \
+  "${drift_files[@]}" \
   -address "${address}"

@@ -245,10 +245,15 @@ func mirrorConfig(cfg config, lay layout, dir string, stderr io.Writer) (string,
 		return "", nil
 	}
 	cliConfig := filepath.Join(cliDir, CLIConfigFile)
-	if err := writeFile(cliConfig, providerMirrorConfig(lay.providers)); err != nil {
+	providers := mirrorProviders(lay.providers)
+	if err := writeFile(cliConfig, providerMirrorConfig(lay.providers, providers)); err != nil {
 		return "", otherErr("writing %s: %v", cliConfig, err)
 	}
-	fmt.Fprintf(stderr, "captf runner: providers from the image's mirror %s first (%s)\n", lay.providers, cliConfig)
+	only := ""
+	if len(providers) > 0 {
+		only = "; from the mirror only: " + strings.Join(providers, ", ")
+	}
+	fmt.Fprintf(stderr, "captf runner: providers from the image's mirror %s first (%s%s)\n", lay.providers, cliConfig, only)
 	return cliConfig, nil
 }
 

@@ -76,10 +76,56 @@ func detectLayout(root string) layout {
 	return l
 }
 
-// providerMirrorConfig is a CLI configuration that installs every provider
-// from the mirror at dir when it has it, else from its registry.
-func providerMirrorConfig(dir string) []byte {
-	return fmt.Appendf(nil, `# Written by captf runner (SPEC O10): the image's provider mirror first.
+// maxMirrorProviders bounds how many providers of a mirror the CLI
+// configuration names.
+const maxMirrorProviders = 500
+
+// mirrorProviders lists the providers the mirror at dir holds, as
+// "hostname/namespace/type": its directories three levels deep, which both
+// of OpenTofu's and Terraform's filesystem_mirror layouts have (unpacked:
+// .../type/version/os_arch/, packed: .../type/*.zip). Sorted; at most
+// maxMirrorProviders.
+func mirrorProviders(dir string) []string {
+	var out []string
+	for _, host := range subdirs(dir) {
+		for _, ns := range subdirs(filepath.Join(dir, host)) {
+			for _, typ := range subdirs(filepath.Join(dir, host, ns)) {
+				if len(out) == maxMirrorProviders {
+					return out
+				}
+				out = append(out, host+"/"+ns+"/"+typ)
+			}
+		}
+	}
+	return out
+}
+
+// subdirs lists the directories in dir, sorted, without hidden ones.
+func subdirs(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// providerMirrorConfig is a CLI configuration that installs the providers
+// the mirror at dir holds from it, and every other provider from its
+// registry. The mirror's providers are excluded from direct installation:
+// otherwise init asks their registry as well for the versions it has, which
+// fails without a network (a pod, an air-gapped cluster) or for a host no
+// registry serves, even though the mirror has the provider (seen with
+// OpenTofu and Terraform: "no such host", issue 24). A mirror without a
+// provider gives the mirror for everything and direct {} as before.
+func providerMirrorConfig(dir string, providers []string) []byte {
+	if len(providers) == 0 {
+		return fmt.Appendf(nil, `# Written by captf runner (SPEC O10): the image's provider mirror first.
 provider_installation {
   filesystem_mirror {
     path    = %s
@@ -88,4 +134,22 @@ provider_installation {
   direct {}
 }
 `, strconv.Quote(dir))
+	}
+	quoted := make([]string, len(providers))
+	for i, p := range providers {
+		quoted[i] = strconv.Quote(p)
+	}
+	list := "[" + strings.Join(quoted, ", ") + "]"
+	return fmt.Appendf(nil, `# Written by captf runner (SPEC O10): the providers of the image's mirror
+# from it only, the others from their registry.
+provider_installation {
+  filesystem_mirror {
+    path    = %s
+    include = %s
+  }
+  direct {
+    exclude = %s
+  }
+}
+`, strconv.Quote(dir), list, list)
 }

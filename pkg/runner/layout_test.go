@@ -88,3 +88,47 @@ func TestImageLayoutFlagsWinO10(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.NotContains(t, stderr, "image layout")
 }
+
+// SPEC O10 (issue 24): the providers a mirror holds are installed from it
+// only, never looked up in their registry too (init fails without a
+// network otherwise); every other provider still comes from its registry.
+// Both mirror layouts count: unpacked (type/version/os_arch/) and packed
+// (type/*.zip).
+func TestProviderMirrorConfigExcludesMirroredFromDirect(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		dirs  []string
+		files []string
+		want  []string
+	}{
+		{"empty mirror", nil, nil, nil},
+		{"a host without providers", []string{"registry.example.com"}, nil, nil},
+		{"unpacked", []string{"captf.local/captf/fakecloud/0.1.0/linux_amd64"}, nil, []string{"captf.local/captf/fakecloud"}},
+		{"packed and unpacked, sorted, hidden and plain files skipped",
+			[]string{"registry.opentofu.org/hashicorp/random", "captf.local/captf/fakecloud/0.1.0/linux_amd64", "captf.local/.cache/x"},
+			[]string{"registry.opentofu.org/hashicorp/random/terraform-provider-random_3.6.0_linux_amd64.zip", "captf.local/captf/README"},
+			[]string{"captf.local/captf/fakecloud", "registry.opentofu.org/hashicorp/random"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, d := range tt.dirs {
+				require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+			}
+			for _, f := range tt.files {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, f), nil, 0o644))
+			}
+			got := mirrorProviders(dir)
+			require.Equal(t, tt.want, got)
+			cfg := string(providerMirrorConfig(dir, got))
+			require.Contains(t, cfg, `path    = "`+dir+`"`)
+			if len(tt.want) == 0 {
+				require.Contains(t, cfg, `include = ["*/*/*"]`)
+				require.Contains(t, cfg, "direct {}")
+				return
+			}
+			list := `["` + strings.Join(tt.want, `", "`) + `"]`
+			require.Contains(t, cfg, "include = "+list)
+			require.Contains(t, cfg, "direct {\n    exclude = "+list+"\n  }")
+		})
+	}
+}

@@ -515,6 +515,7 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	e.imagePullFailed(ctx, t)
 	// O9: a variable from a labelled ConfigMap, re-applied on its change.
 	e.variablesFromConfigMap(ctx, t)
+	e.driftOnNode(ctx, t) // O7 on the real node (drift_test.go)
 
 	// A4: no user, no mirror: the identity can be deleted.
 	e.waitFor(ctx, t, 2*time.Minute, "the identity deleted (A4 lets it go once unused)", func() (bool, string) {

@@ -21,6 +21,7 @@
 //	PUT    /resources/{id}       {"name": "n"}            -> 201 created, 200 already there
 //	GET    /resources/{id}                                -> 200 or 404
 //	GET    /resources/{id}/bootstrap-data                 -> 200 {"bootstrapData": "...", "bootstrapFormat": "..."}
+//	PATCH  /resources/{id}       {"content": "c"}         -> 200 or 404
 //	DELETE /resources/{id}                                -> 204 or 404
 //	GET    /resources                                     -> 200 {"resources": [...]}
 //	GET    /whoami                                        -> 200 {"credential": "current", "generation": 2}
@@ -34,6 +35,11 @@
 // itself, for a test to check it arrived intact; the module's client never
 // asks for it, so bootstrap data never reaches a Job's log through an
 // answer (X1).
+//
+// A create may also carry "content", and PATCH sets it: the attribute the
+// fakecloud provider (hack/tools/fakecloud-provider) reads back on refresh,
+// so a test that PATCHes a resource behind a module's back makes drift
+// (SPEC O7, issue 24).
 //
 // A client authenticates with "Authorization: Bearer <credential>" and says
 // where it took the credential from with "X-Credential-Source" (for example
@@ -101,56 +107,6 @@ func FileCredential(path string) CredentialSource {
 func StaticCredential(value string) CredentialSource {
 	v := strings.TrimSpace(value)
 	return func() (string, error) { return v, nil }
-}
-
-// Resource is one thing the fake cloud keeps.
-type Resource struct {
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Created time.Time `json:"created"`
-	// CreatedWithGeneration is the credential generation of the create request.
-	CreatedWithGeneration int `json:"createdWithGeneration"`
-	// BootstrapDataBytes and BootstrapDataSHA256 describe the bootstrap
-	// data the create carried (0 and "" without); the data itself is
-	// returned by GET /resources/{id}/bootstrap-data only.
-	BootstrapDataBytes  int    `json:"bootstrapDataBytes,omitempty"`
-	BootstrapDataSHA256 string `json:"bootstrapDataSHA256,omitempty"`
-	// BootstrapFormat is the format the create named with its data.
-	BootstrapFormat string `json:"bootstrapFormat,omitempty"`
-}
-
-// BootstrapData is the answer of GET /resources/{id}/bootstrap-data.
-type BootstrapData struct {
-	BootstrapData   string `json:"bootstrapData"`
-	BootstrapFormat string `json:"bootstrapFormat,omitempty"`
-}
-
-// maxBootstrapData bounds the bootstrap data of one resource (a cloud's
-// user data limit is of this order).
-const maxBootstrapData = 64 << 10
-
-// Request is what the server recorded about one request.
-type Request struct {
-	// Seq numbers requests from 1 in the order they arrived.
-	Seq    int       `json:"seq"`
-	Time   time.Time `json:"time"`
-	Method string    `json:"method"`
-	Path   string    `json:"path"`
-	// ID is the resource id the request named or created, if any.
-	ID string `json:"id,omitempty"`
-	// Status is the HTTP status the server answered.
-	Status int `json:"status"`
-	// Matched is true when the credential was the current one.
-	Matched bool `json:"matched"`
-	// Credential is CredentialCurrent, CredentialPrevious, CredentialUnknown
-	// or CredentialNone.
-	Credential string `json:"credential"`
-	// Generation is the generation of the credential used (1 for the first
-	// value the server expected), 0 when unknown or none.
-	Generation int `json:"generation"`
-	// Source is the client's X-Credential-Source ("" when absent, "invalid"
-	// when it was not a short lower-case word).
-	Source string `json:"source"`
 }
 
 // Server is the fake cloud. Create it with NewServer.
@@ -279,6 +235,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 			return httpError(w, http.StatusNotFound, "no such resource")
 		}
 		return writeJSON(w, http.StatusOK, res)
+	case isItem && r.Method == http.MethodPatch:
+		return s.patch(w, r, id)
 	case isItem && r.Method == http.MethodDelete:
 		if _, exists := s.resources[id]; !exists {
 			return httpError(w, http.StatusNotFound, "no such resource")
@@ -294,7 +252,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rec *Request) int
 
 // create stores a new resource; s.mu is held.
 func (s *Server) create(id string, body createBody, generation int) Resource {
-	res := Resource{ID: id, Name: body.Name, Created: s.now(), CreatedWithGeneration: generation}
+	res := Resource{ID: id, Name: body.Name, Created: s.now(), CreatedWithGeneration: generation, Content: body.Content}
 	if body.BootstrapData != "" {
 		sum := sha256.Sum256([]byte(body.BootstrapData))
 		res.BootstrapDataBytes = len(body.BootstrapData)
@@ -409,31 +367,6 @@ func recordedSource(v string) string {
 		return v
 	}
 	return "invalid"
-}
-
-// createBody is what a create carries.
-type createBody struct {
-	Name            string `json:"name"`
-	BootstrapData   string `json:"bootstrapData"`
-	BootstrapFormat string `json:"bootstrapFormat"`
-}
-
-func decodeCreate(r *http.Request) (createBody, error) {
-	var body createBody
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 2*maxBootstrapData))
-	if err := dec.Decode(&body); err != nil {
-		return createBody{}, errors.New("body must be JSON {\"name\": \"...\"} with optional bootstrapData and bootstrapFormat")
-	}
-	if body.Name == "" || len(body.Name) > 253 {
-		return createBody{}, errors.New("name must be 1 to 253 characters")
-	}
-	if len(body.BootstrapData) > maxBootstrapData {
-		return createBody{}, fmt.Errorf("bootstrapData must be at most %d bytes", maxBootstrapData)
-	}
-	if len(body.BootstrapFormat) > 64 {
-		return createBody{}, errors.New("bootstrapFormat must be at most 64 characters")
-	}
-	return body, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) int {

@@ -259,3 +259,68 @@ func TestBootstrapData(t *testing.T) {
 	_, body = call(t, srv, http.MethodGet, "/resources/m-1/bootstrap-data", tokenA, "test", "")
 	assert.JSONEq(t, `{"bootstrapData":""}`, body, "a re-created resource starts without data")
 }
+
+// TestContentChangedBehindTheModulesBack: a create's content is kept and
+// answered, and PATCH changes it (the fakecloud provider's update, and a
+// test's change behind a module's back that a refresh reads as drift,
+// SPEC O7); it needs the current credential like every other call.
+func TestContentChangedBehindTheModulesBack(t *testing.T) {
+	srv := httptest.NewServer(NewServer(StaticCredential(tokenA)))
+	defer srv.Close()
+	content := func(body string) string {
+		t.Helper()
+		var res Resource
+		require.NoError(t, json.Unmarshal([]byte(body), &res), body)
+		return res.Content
+	}
+
+	code, body := call(t, srv, http.MethodPut, "/resources/r-drift", tokenA, "env", `{"name":"drift","content":"as the module says"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	assert.Equal(t, "as the module says", content(body))
+	code, body = call(t, srv, http.MethodGet, "/resources/r-drift", tokenA, "file", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "as the module says", content(body))
+
+	code, body = call(t, srv, http.MethodPatch, "/resources/r-drift", tokenA, "test", `{"content":"changed behind its back"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "changed behind its back", content(body))
+	code, body = call(t, srv, http.MethodGet, "/resources/r-drift", tokenA, "file", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "changed behind its back", content(body))
+	require.Len(t, listResources(t, srv), 1)
+
+	for _, tc := range []struct {
+		name, path, token, body string
+		want                    int
+	}{
+		{"another credential", "/resources/r-drift", tokenB, `{"content":"x"}`, http.StatusUnauthorized},
+		{"no such resource", "/resources/r-none", tokenA, `{"content":"x"}`, http.StatusNotFound},
+		{"no content", "/resources/r-drift", tokenA, `{}`, http.StatusBadRequest},
+		{"unknown field", "/resources/r-drift", tokenA, `{"content":"x","name":"y"}`, http.StatusBadRequest},
+		{"too long", "/resources/r-drift", tokenA, `{"content":"` + strings.Repeat("x", maxContent+1) + `"}`, http.StatusBadRequest},
+		{"the collection", "/resources", tokenA, `{"content":"x"}`, http.StatusMethodNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := call(t, srv, http.MethodPatch, tc.path, tc.token, "test", tc.body)
+			assert.Equal(t, tc.want, code, body)
+		})
+	}
+	code, body = call(t, srv, http.MethodGet, "/resources/r-drift", tokenA, "file", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "changed behind its back", content(body), "a refused PATCH changed the content")
+
+	code, body = call(t, srv, http.MethodPost, "/resources", tokenA, "env", `{"name":"big","content":"`+strings.Repeat("x", maxContent+1)+`"}`)
+	assert.Equal(t, http.StatusBadRequest, code, body)
+}
+
+// listResources lists srv's resources through the API.
+func listResources(t *testing.T, srv *httptest.Server) []Resource {
+	t.Helper()
+	code, body := call(t, srv, http.MethodGet, "/resources", tokenA, "test", "")
+	require.Equal(t, http.StatusOK, code, body)
+	var out struct {
+		Resources []Resource `json:"resources"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	return out.Resources
+}
