@@ -126,6 +126,10 @@ func command(p Params) []string {
 	if p.Inputs {
 		args = append(args, "--inputs="+InputsDir+"/"+InputsKey)
 	}
+	if p.ExpectPlan != "" && p.Action == "apply" {
+		// O8: apply exactly the approved plan, or nothing.
+		args = append(args, "--expect-plan="+p.ExpectPlan)
+	}
 	return args
 }
 

@@ -115,5 +115,7 @@ func (c *Controller) jobParams(w *workload, action v1alpha1.JobAction, creds cre
 		Inputs:                true,
 		InputsHash:            inputsHash,
 		Cluster:               slotClusterName(w),
+		Plan:                  plan.planName,
+		ExpectPlan:            plan.planHash,
 	}
 }

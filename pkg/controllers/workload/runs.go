@@ -63,6 +63,9 @@ type runPlan struct {
 	// interruptions counts the generation's interrupted attempts before
 	// the Job (O2), which its backoff will not count.
 	interruptions int
+	// planName and planHash: the approved TerraformPlan an apply applies
+	// and its fingerprint (O8); "" for none.
+	planName, planHash string
 }
 
 // recordOf returns the record of a finished Job; nil while it runs. A Job
@@ -138,6 +141,8 @@ func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
 		return &w.status.LastDestroy
 	case v1alpha1.JobActionDrift:
 		return &w.status.LastDriftCheck // O7
+	case v1alpha1.JobActionPlan:
+		return &w.status.LastPlan // O8
 	}
 	return &w.status.LastApply
 }
