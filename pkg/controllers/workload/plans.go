@@ -123,13 +123,14 @@ func (c *Controller) planGate(ctx context.Context, w *workload, creds credential
 	w.status.PendingPlanRef = nil
 	gen := w.obj.GetGeneration()
 	reason := v1alpha1.ReasonPlanAwaitingApproval
-	if a := in.Apply; a != nil && a.PlanChanged && a.Generation == gen {
+	changed := changedPlan(stored, d, gen)
+	if changed != "" {
 		reason = v1alpha1.ReasonPlanChanged
 	}
 	wait := func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
-		if reason == v1alpha1.ReasonPlanChanged {
-			msg = fmt.Sprintf("apply Job %s found another plan than the approved one and applied nothing; %s", w.status.LastApply.JobName, msg)
+		if changed != "" {
+			msg = fmt.Sprintf("the apply of the approved TerraformPlan %s found another plan and applied nothing; %s", changed, msg)
 		}
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, reason, "%s", msg)
 	}
@@ -159,6 +160,25 @@ func (c *Controller) planGate(ctx context.Context, w *workload, creds credential
 		return w, nil, err
 	}
 	return w, nil, nil
+}
+
+// changedPlan names the plan of generation gen the apply found changed
+// (Superseded with reason PlanChanged, on this pass or before), "" when
+// none: the generation's next plan is then a PlanChanged one.
+func changedPlan(stored []*v1alpha1.TerraformPlan, d plans.Decision, gen int64) string {
+	for _, u := range d.Updates {
+		if u.Reason == v1alpha1.ReasonPlanChanged {
+			return u.Name
+		}
+	}
+	for _, p := range stored {
+		r := meta.FindStatusCondition(p.Status.Conditions, string(v1alpha1.ConditionReady))
+		if p.Annotations[plans.AnnotationGeneration] == strconv.FormatInt(gen, 10) && p.Status.Phase == v1alpha1.PlanPhaseSuperseded &&
+			r != nil && r.Reason == string(v1alpha1.ReasonPlanChanged) {
+			return p.Name
+		}
+	}
+	return ""
 }
 
 // startPlanJob starts the plan Job of w's generation (O8) in a slot of a

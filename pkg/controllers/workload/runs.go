@@ -348,6 +348,10 @@ func (c *Controller) reportRunning(w *workload, set jobSet, rec *v1alpha1.RunRec
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
 	case jobs.ActionOf(j) == v1alpha1.JobActionApply && g == gen:
 		c.reportJob(w, j, now)
+	case jobs.ActionOf(j) == v1alpha1.JobActionPlan && g == gen:
+		// O8: the apply waits for the plan, then for its approval.
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPlanAwaitingApproval,
+			"plan Job %s of generation %d (applyPolicy Manual) is running; its plan then waits for approval", j.Name, g)
 	default:
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(j), j.Name, g, gen)
