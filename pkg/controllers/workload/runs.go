@@ -95,8 +95,9 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 func runRecord(j *batchv1.Job, outcome v1alpha1.RunOutcome, finish time.Time) *v1alpha1.RunRecord {
 	gen, _ := jobs.GenerationOf(j)
 	hash := jobs.SourceHashOf(j)
-	if jobs.ActionOf(j) == v1alpha1.JobActionDrift {
-		// O7: only an apply's hash is compared with the mirror's (C6).
+	if a := jobs.ActionOf(j); a == v1alpha1.JobActionDrift || a == v1alpha1.JobActionPlan {
+		// O7, O8: only an apply's hash is compared with the mirror's
+		// (C6); nothing else of the status carries it (X1, C5).
 		hash = ""
 	}
 	if len(hash) > maxRecordedHash {
