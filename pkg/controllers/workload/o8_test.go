@@ -10,6 +10,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/metrics"
 )
 
 // TestSyncPlanGateO8: under applyPolicy Manual, the apply of a new
@@ -49,4 +50,17 @@ func TestSyncPlanGateO8(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCountPlanChangedO8: a recorded apply that found another plan than
+// the approved one counts as plan_changed in captf_job_runs_total, not as
+// failed (SPEC O8, A3-69: not a failure, no alert).
+func TestCountPlanChangedO8(t *testing.T) {
+	rec := &v1alpha1.RunRecord{Generation: 2, JobName: "c1-apply-2-a2", Outcome: v1alpha1.RunFailed, Attempt: 2}
+	written := &v1alpha1.WorkloadStatus{LastApply: rec, LastRun: &v1alpha1.LastRun{Job: rec.JobName, Operation: v1alpha1.JobActionApply,
+		Outcome: v1alpha1.RunFailed, Error: &v1alpha1.RunError{Kind: v1alpha1.RunErrorPlanChanged}}}
+	metrics.Register()
+	from := readJobCounters(t)
+	countRecorded(written, &v1alpha1.WorkloadStatus{}, nil)
+	requireMoved(t, from, map[string]float64{"runs apply plan_changed": 1}, "a plan-changed apply")
 }

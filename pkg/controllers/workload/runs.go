@@ -190,8 +190,11 @@ func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
 			continue
 		}
 		label := outcomeLabel(r.Outcome)
-		if interruptedRun(written.LastRun, r) {
+		switch {
+		case interruptedRun(written.LastRun, r):
 			label = metrics.OutcomeInterrupted // O2: not a failure
+		case planChangedRun(written.LastRun, r):
+			label = metrics.OutcomePlanChanged // O8: not a failure (A3-69)
 		}
 		metrics.JobRuns.WithLabelValues(actions[i], label).Inc()
 	}
