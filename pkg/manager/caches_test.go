@@ -49,6 +49,7 @@ func TestEveryInformerIsTrimmed(t *testing.T) {
 		&v1alpha1.TerraformCluster{ObjectMeta: meta("ns", "c", nil)},
 		&v1alpha1.TerraformMachine{ObjectMeta: meta("ns", "m", nil)},
 		&v1alpha1.TerraformMachinePool{ObjectMeta: meta("ns", "p", nil)},
+		&v1alpha1.TerraformPlan{ObjectMeta: meta("ns", "p", nil)},
 	)
 	o := NewOptions()
 	o.WebhookPort = 0
@@ -72,7 +73,7 @@ func TestEveryInformerIsTrimmed(t *testing.T) {
 		require.True(t, ok, "%v synced", typ)
 		started[typ] = true
 	}
-	require.Len(t, started, 7, "Namespaces, Jobs, Secrets and the four captf kinds: %v", started)
+	require.Len(t, started, 8, "Namespaces, Jobs, Secrets, the four captf kinds and TerraformPlans (O8): %v", started)
 	for typ := range started {
 		require.True(t, trim.Handles(reflect.New(typ.Elem()).Interface()), "%v has no keep-list in pkg/controllers/trim", typ)
 	}
@@ -88,14 +89,16 @@ func TestEveryInformerIsTrimmed(t *testing.T) {
 		captfInf.TerraformClusters().Informer(),
 		captfInf.TerraformMachines().Informer(),
 		captfInf.TerraformMachinePools().Informer(),
+		captfInf.TerraformPlans().Informer(),
 	} {
 		objs := inf.GetStore().List()
 		require.Len(t, objs, 1)
 		m := objs[0].(metav1.Object)
 		what := fmt.Sprintf("%T %s", objs[0], m.GetName())
 		require.NotContains(t, m.GetAnnotations(), "tenant.example/big", what)
-		if _, ns := objs[0].(*corev1.Namespace); ns {
-			require.Contains(t, m.GetLabels(), "tenant.example/big", "namespace labels stay whole (N4)")
+		_, ns := objs[0].(*corev1.Namespace)
+		if _, plan := objs[0].(*v1alpha1.TerraformPlan); ns || plan {
+			require.Contains(t, m.GetLabels(), "tenant.example/big", "namespace (N4) and plan (O8, A1-146) labels stay whole")
 		} else {
 			require.NotContains(t, m.GetLabels(), "tenant.example/big", what)
 		}

@@ -92,6 +92,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		Namespaces:       d.Informers.Core().V1().Namespaces(),
 		Mirrors:          d.MirrorInformers.Core().V1().Secrets(),
 		Jobs:             d.JobInformers.Batch().V1().Jobs(),
+		Plans:            captf.TerraformPlans(),
 		CAPI:             d.CAPI,
 		CAPIServed:       d.CAPIServed,
 		VariablesSources: d.Variables,

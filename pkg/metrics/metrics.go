@@ -107,6 +107,11 @@ const (
 	// OutcomeInterrupted: a Failed record whose run was interrupted
 	// (status.lastRun.error.kind interrupted, SPEC O2): not a failure.
 	OutcomeInterrupted = "interrupted"
+	// OutcomePlanChanged: a Failed apply record whose run found another
+	// plan than the approved one and applied nothing
+	// (status.lastRun.error.kind plan-changed, SPEC O8): not a failure
+	// (upstream A3-69: no alert).
+	OutcomePlanChanged = "plan_changed"
 
 	// Why a retry Job started.
 	TriggerBackoff    = "backoff"     // the failed run's backoff (1m doubling to 30m) ended
@@ -198,6 +203,9 @@ func Register() {
 		for _, action := range []string{ActionApply, ActionDestroy, ActionDrift, ActionRestore} {
 			for _, outcome := range []string{OutcomeSucceeded, OutcomeFailed, OutcomeDeadlineExceeded, OutcomeInterrupted} {
 				JobRuns.WithLabelValues(action, outcome)
+			}
+			if action == ActionApply { // only an apply applies an approved plan (O8)
+				JobRuns.WithLabelValues(action, OutcomePlanChanged)
 			}
 			if action != ActionDrift && action != ActionRestore { // never retried (O7, O5)
 				for _, trigger := range []string{TriggerBackoff, TriggerAnnotation, TriggerInterrupt} {

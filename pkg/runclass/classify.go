@@ -240,6 +240,8 @@ func kindOf(k runresult.Kind) ErrorKind {
 		return ErrorInterrupted
 	case runresult.KindRunner:
 		return ErrorRunner
+	case runresult.KindPlanChanged:
+		return ErrorPlanChanged
 	}
 	return ErrorUnknown
 }

@@ -40,6 +40,9 @@ const (
 	// ErrorRunner: the runner could not run Terraform (bad variables or
 	// inputs, a working copy it could not make).
 	ErrorRunner = v1alpha1.RunErrorRunner
+	// ErrorPlanChanged: an apply of an approved plan found another plan
+	// and applied nothing (SPEC O8): not a failure, a new plan.
+	ErrorPlanChanged = v1alpha1.RunErrorPlanChanged
 	// ErrorUnknown: no readable result document says why (the pod is
 	// gone, killed, out of memory, an older runner); the summary says what
 	// the Job and the kubelet reported.

@@ -22,23 +22,41 @@ type step struct {
 	name     string
 	args     []string
 	detailed bool
+	// show: the step's stdout is the saved plan's JSON, read by the
+	// runner, never logged (O8).
+	show bool
+	// gated: the step runs only when the saved plan's fingerprint is the
+	// one --expect-plan names (O8).
+	gated bool
 }
 
 // steps are the Terraform steps of cfg's operation, after init.
 func (c config) steps() []step {
 	init := step{name: runresult.StepInit, args: c.initArgs()}
-	switch c.command {
-	case runresult.OperationRestore:
+	common := []string{"-input=false", "-no-color", c.lockTimeoutArg()}
+	switch {
+	case c.command == runresult.OperationRestore:
 		return c.restoreSteps(init)
-	case runresult.OperationDrift:
-	default:
+	case c.command == runresult.OperationPlan:
+		return append([]step{init}, c.planSteps(common)...)
+	case c.command == runresult.OperationApply && c.expectPlan != "":
+		apply := step{name: runresult.StepApply, args: append(append([]string{"apply"}, common...), PlanFile), gated: true}
+		return append(append([]step{init}, c.planSteps(common)...), apply)
+	case c.command != runresult.OperationDrift:
 		return []step{init, {name: c.command, args: c.commandArgs()}}
 	}
-	common := []string{"-input=false", "-no-color", c.lockTimeoutArg()}
 	return []step{
 		init,
 		{name: runresult.StepRefresh, args: append([]string{"apply", "-refresh-only", "-auto-approve"}, common...)},
 		{name: runresult.StepPlan, args: append([]string{"plan", "-refresh=false", "-detailed-exitcode"}, common...), detailed: true},
+	}
+}
+
+// planSteps save the plan and read it back (O8).
+func (c config) planSteps(common []string) []step {
+	return []step{
+		{name: runresult.StepPlan, args: append(append([]string{"plan"}, common...), "-out="+PlanFile)},
+		{name: runresult.StepShow, args: []string{"show", "-json", "-no-color", PlanFile}, show: true},
 	}
 }
 

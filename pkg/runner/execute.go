@@ -87,24 +87,48 @@ func executeSteps(ctx context.Context, cfg *config, environ []string, stdout, st
 	}
 	s := &supervisor{sigs: sigs, done: ctx.Done(), timeout: cfg.stopTimeout, stderr: stderr}
 	var results []result
+	changed := ""
 	for _, st := range cfg.steps() {
 		s.poll()
-		if s.stop != 0 || (len(results) > 0 && failedStep(results[len(results)-1])) {
+		if s.stop != 0 || changed != "" || (len(results) > 0 && failedStep(results[len(results)-1])) {
 			results = append(results, result{name: st.name})
 			continue
 		}
+		if st.gated {
+			if changed = planChanged(*cfg, rep); changed != "" {
+				fmt.Fprintln(stderr, "captf runner: "+changed)
+				results = append(results, result{name: st.name})
+				continue
+			}
+			fmt.Fprintf(stderr, "captf runner: the saved plan is the approved one (%s), applying it (SPEC O8)\n", cfg.expectPlan)
+		}
 		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(st.args, " "), dir)
 		out, errOut := rep.stepWriters(st.name, stdout, stderr)
+		var show *showBuffer
+		if st.show {
+			show = &showBuffer{}
+			out = show // O8: planned values, never logged
+		}
 		r, err := s.run(path, st.name, st.args, dir, env, out, errOut)
 		if err != nil {
 			return 0, imageErr("%s could not start: %v", st.name, err)
 		}
 		markChanges(st, &r) // O7: a drift plan's exit code 2
 		results = append(results, r)
+		if show != nil && !failedStep(r) {
+			if err := rep.readPlan(show); err != nil {
+				return 0, err
+			}
+		}
 	}
 	line, code := summarize(results, s)
 	fmt.Fprintln(stderr, "captf runner: "+line)
 	rep.finish(results, s, code)
+	if changed != "" && code == 0 {
+		// O8: nothing applied; not a failure of the module (A3-69).
+		rep.result.Error = &runresult.Error{Kind: runresult.KindPlanChanged, Step: runresult.StepApply, Tail: changed}
+		return ExitPlanChanged, nil
+	}
 	return code, nil
 }
 

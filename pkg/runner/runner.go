@@ -38,10 +38,14 @@ const (
 	// waitDelay bounds how long the runner waits for the output pipes after
 	// Terraform has exited, in case a provider it started still holds them.
 	waitDelay = 10 * time.Second
+
+	// ExitPlanChanged is the exit code of an apply with --expect-plan
+	// whose plan is not the approved one: nothing was applied (SPEC O8).
+	ExitPlanChanged = 3
 )
 
 // subcommands are the valid first arguments, in the order usage lists them.
-var subcommands = []string{"apply", "destroy", "drift", "restore"}
+var subcommands = []string{"apply", "destroy", "drift", "restore", "plan"}
 
 // Main runs `captf runner <args...>` (args excludes "runner" itself, e.g.
 // ["apply", "--chdir=/m"]). It returns the process exit code. environ is the
@@ -69,6 +73,10 @@ type config struct {
 	home        string // --home, "" to keep the environment's HOME
 	lockTimeout time.Duration
 	stopTimeout time.Duration
+
+	// expectPlan is --expect-plan: the approved plan's fingerprint; the
+	// apply plans, compares and applies that saved plan only (SPEC O8).
+	expectPlan string
 
 	// inputs is --inputs: a file holding the contract inputs (SPEC K6).
 	inputs string
@@ -148,6 +156,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fset.StringVar(&cfg.credentials, "credentials", DefaultCredentialsDir, "directory of the credential files (SPEC J2), whose values never reach the result document; a missing directory is skipped")
 	fset.StringVar(&cfg.restoreChunks, "restore-chunks", "", "restore only: directory of the state backup's chunks, files 0, 1, ... holding the backend's gzip-compressed state in order (SPEC O5; the Job mounts the backup Secrets there)")
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
+	if cfg.command == "apply" {
+		fset.StringVar(&cfg.expectPlan, "expect-plan", "", "the approved plan's fingerprint (SPEC O8): plan, compare, and apply exactly that saved plan when equal; otherwise apply nothing and exit 3 (plan-changed)")
+	}
 	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
 	err := fset.Parse(args[1:])
 	fset.Visit(func(fl *flag.Flag) {

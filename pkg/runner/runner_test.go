@@ -473,8 +473,8 @@ func TestRunnerErrors(t *testing.T) {
 	}{
 		{"no subcommand", nil, f.environ,
 			[]string{"missing subcommand: want one of apply, destroy"}},
-		{"unknown subcommand", []string{"plan"}, f.environ,
-			[]string{`unknown subcommand "plan": want one of apply, destroy`}},
+		{"unknown subcommand", []string{"refresh"}, f.environ,
+			[]string{`unknown subcommand "refresh": want one of apply, destroy`}},
 		{"unknown flag", []string{"apply", "--bogus"}, f.environ,
 			[]string{"flag provided but not defined: -bogus"}},
 		{"extra argument", []string{"destroy", "--chdir=" + f.module, "now"}, f.environ,

@@ -41,6 +41,13 @@ const (
 	MaxDriftResources = 16
 	// MaxAddress bounds one resource address.
 	MaxAddress = 256
+	// MaxPlanResources bounds the resources with their action a plan
+	// document names (SPEC O8); the counts cover them all and Truncated
+	// says some were left out.
+	MaxPlanResources = 16
+	// MaxPlanHash bounds a plan's fingerprint (the TerraformPlan's
+	// spec.planHash bound).
+	MaxPlanHash = 128
 )
 
 // Operations.
@@ -53,9 +60,13 @@ const (
 	// OperationRestore pushes a state backup back into the backend
 	// (SPEC O5, upstream A3-44, A3-56).
 	OperationRestore = "restore"
+	// OperationPlan plans a change and describes it without applying
+	// (SPEC O8, upstream A3-55): the plan of a TerraformPlan.
+	OperationPlan = "plan"
+
 )
 
-var operations = []string{OperationApply, OperationDestroy, OperationDrift, OperationRestore}
+var operations = []string{OperationApply, OperationDestroy, OperationDrift, OperationRestore, OperationPlan}
 
 // Step names: the runner's own preparation (copying the module, writing
 // the variables; a failure here is the runner's or the image's), then
@@ -77,9 +88,12 @@ const (
 	// StepStateList is a restore's `state list` after the push: the
 	// restored state reads back.
 	StepStateList = "state-list"
+	// StepShow is `show -json` of a saved plan (SPEC O8): read by the
+	// runner for the plan's summary and fingerprint, never logged.
+	StepShow = "show"
 )
 
-var steps = []string{StepSetup, StepInit, StepApply, StepDestroy, StepRefresh, StepPlan, StepStatePush, StepStateList}
+var steps = []string{StepSetup, StepInit, StepApply, StepDestroy, StepRefresh, StepPlan, StepStatePush, StepStateList, StepShow}
 
 // Kind is what ended a run that did not succeed.
 type Kind string
@@ -98,9 +112,14 @@ const (
 	// KindRunner: the runner could not run Terraform for another reason:
 	// bad flags, variables or inputs, a working copy it could not make.
 	KindRunner Kind = "runner"
+	// KindPlanChanged: an apply run with --expect-plan planned again and
+	// the plan's fingerprint was not the approved one: nothing was
+	// applied (SPEC O8, upstream's plan-changed). Not a failure of the
+	// module: the manager makes a new plan.
+	KindPlanChanged Kind = "plan-changed"
 )
 
-var kinds = []Kind{KindStep, KindImageLayout, KindInterrupted, KindRunner}
+var kinds = []Kind{KindStep, KindImageLayout, KindInterrupted, KindRunner, KindPlanChanged}
 
 // Result is the document.
 type Result struct {
@@ -122,6 +141,10 @@ type Result struct {
 	// infrastructure back as the module says (SPEC O7); nil when its plan
 	// printed no summary.
 	Drift *Drift `json:"drift,omitempty"`
+	// Plan is the saved plan of a plan run, or of an apply run with
+	// --expect-plan (SPEC O8): its summary and fingerprint; nil when no
+	// plan was read.
+	Plan *Plan `json:"plan,omitempty"`
 	// Error says why the run did not succeed; nil when it did.
 	Error *Error `json:"error,omitempty"`
 }
@@ -177,7 +200,7 @@ func (r *Result) Validate() error {
 		bad("version is not %d", Version)
 	}
 	if !slices.Contains(operations, r.Operation) {
-		bad("operation is not %s, %s, %s or %s", OperationApply, OperationDestroy, OperationDrift, OperationRestore)
+		bad("operation is not %s, %s, %s, %s or %s", OperationApply, OperationDestroy, OperationDrift, OperationRestore, OperationPlan)
 	}
 	if !line(r.Image, MaxImage) {
 		bad("image is over %d bytes or holds control characters", MaxImage)
@@ -214,6 +237,9 @@ func (r *Result) Validate() error {
 				bad("drift.resources[%d] is empty, over %d bytes or holds control characters", i, MaxAddress)
 			}
 		}
+	}
+	if p := r.Plan; p != nil {
+		errs = append(errs, p.validate()...)
 	}
 	if e := r.Error; e != nil {
 		if !slices.Contains(kinds, e.Kind) {
@@ -280,6 +306,9 @@ func (r *Result) Marshal() ([]byte, error) {
 		}
 		c.Drift = &d
 	}
+	if r.Plan != nil {
+		c.Plan = r.Plan.cleaned()
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -300,6 +329,8 @@ func (r *Result) Marshal() ([]byte, error) {
 			c.Error.Tail = Shorten(c.Error.Tail, max(0, len(c.Error.Tail)-over-16))
 		case c.Drift != nil && len(c.Drift.Resources) > 0:
 			c.Drift.Resources = c.Drift.Resources[:len(c.Drift.Resources)-1]
+		case c.Plan != nil && len(c.Plan.Resources) > 0:
+			c.Plan.Resources, c.Plan.Truncated = c.Plan.Resources[:len(c.Plan.Resources)-1], true
 		case c.Image != "":
 			c.Image = Shorten(c.Image, max(0, len(c.Image)-over-16))
 		default:
@@ -313,8 +344,8 @@ func (r *Result) Marshal() ([]byte, error) {
 var limits = bounded.Limits{
 	MaxInput:  MaxBytes,
 	MaxSize:   MaxBytes,
-	MaxDepth:  4,
-	MaxValues: 128,
+	MaxDepth:  5,
+	MaxValues: 192,
 	MaxToken:  MaxBytes,
 	MaxKey:    64,
 }

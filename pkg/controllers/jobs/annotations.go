@@ -19,7 +19,7 @@ func ActionOf(job *batchv1.Job) v1alpha1.JobAction {
 		return ""
 	}
 	switch a := v1alpha1.JobAction(job.Annotations[v1alpha1.AnnotationJobAction]); a {
-	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, v1alpha1.JobActionDrift, v1alpha1.JobActionRestore:
+	case v1alpha1.JobActionApply, v1alpha1.JobActionDestroy, v1alpha1.JobActionDrift, v1alpha1.JobActionRestore, v1alpha1.JobActionPlan:
 		return a
 	}
 	return ""
@@ -147,4 +147,13 @@ func InputsHashOf(job *batchv1.Job) string {
 		return ""
 	}
 	return h
+}
+
+// PlanOf returns the TerraformPlan an apply Job applies (SPEC O8), ""
+// when none.
+func PlanOf(job *batchv1.Job) string {
+	if job == nil {
+		return ""
+	}
+	return job.Annotations[v1alpha1.AnnotationPlan]
 }

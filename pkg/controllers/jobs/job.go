@@ -208,6 +208,10 @@ type Params struct {
 	// InputsHash is the hash of those inputs, recorded on the Job as
 	// captf.io/inputs-hash (SPEC K6); "" records nothing.
 	InputsHash string
+	// Plan and ExpectPlan: the approved TerraformPlan an apply Job applies
+	// and its fingerprint (SPEC O8): recorded as captf.io/plan, and the
+	// runner's --expect-plan; "" for none.
+	Plan, ExpectPlan string
 	// Cluster is the TerraformCluster whose Job cap the Job counts under,
 	// recorded as captf.io/cluster (SPEC O4); "" records nothing.
 	Cluster string
@@ -323,6 +327,9 @@ func jobAnnotations(p Params) map[string]string {
 	}
 	if p.InputsHash != "" {
 		annotations[v1alpha1.AnnotationInputsHash] = p.InputsHash
+	}
+	if p.Plan != "" {
+		annotations[v1alpha1.AnnotationPlan] = p.Plan
 	}
 	if p.Cluster != "" {
 		annotations[v1alpha1.AnnotationJobCluster] = p.Cluster

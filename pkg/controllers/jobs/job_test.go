@@ -369,7 +369,7 @@ func TestAnnotationReadersOnForeignValues(t *testing.T) {
 	_, ok = GenerationOf(nil)
 	require.False(t, ok)
 
-	for _, v := range []string{"", "Apply", "plan", "apply "} {
+	for _, v := range []string{"", "Apply", "Plan", "refresh", "apply "} {
 		require.Equal(t, v1alpha1.JobAction(""), ActionOf(job(map[string]string{v1alpha1.AnnotationJobAction: v})), "%q", v)
 	}
 	require.Equal(t, v1alpha1.JobAction(""), ActionOf(nil))

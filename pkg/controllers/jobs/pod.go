@@ -157,6 +157,10 @@ func command(p Params) []string {
 	if p.Restore != nil {
 		args = append(args, "--restore-chunks="+RestoreDir)
 	}
+	if p.ExpectPlan != "" && p.Action == "apply" {
+		// O8: apply exactly the approved plan, or nothing.
+		args = append(args, "--expect-plan="+p.ExpectPlan)
+	}
 	return args
 }
 

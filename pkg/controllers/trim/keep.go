@@ -38,6 +38,16 @@ var (
 		},
 	}
 
+	// Plan is TerraformPlan (SPEC O8): its labels (A1-146, the phase the
+	// manager writes) and the annotations pkg/plans reads.
+	Plan = Keep{
+		AllLabels: true,
+		Annotations: map[string]string{
+			v1alpha1.AnnotationJobGeneration: "O8: plans.Plan.Generation, the target's generation the plan is for",
+			v1alpha1.AnnotationPlanJob:       "O8: plans.Plan.Job, the plan Job the plan was made from",
+		},
+	}
+
 	// Identity is TerraformClusterIdentity: the manager reads no label or
 	// annotation of it. Its status is kept whole (the manager writes it).
 	Identity = Keep{}
@@ -65,6 +75,7 @@ var (
 			v1alpha1.AnnotationInputsHash:          "K6: jobs.InputsHashOf, the contract inputs the Job ran with",
 			v1alpha1.AnnotationJobCluster:          "O4: workload slots.go, the cluster whose cap the Job counts against",
 			v1alpha1.AnnotationJobRestoreSerial:    "O5: jobs.RestoreSerialOf, the serial a restore Job pushes (not run again)",
+			"captf.io/plan":                        "O8: the TerraformPlan an apply Job applies (plans.Apply.Plan)",
 		},
 	}
 

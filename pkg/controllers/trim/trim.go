@@ -28,6 +28,8 @@ func ForCache(obj interface{}) (interface{}, error) {
 		Metadata(&o.ObjectMeta, Workload)
 	case *v1alpha1.TerraformClusterIdentity:
 		Metadata(&o.ObjectMeta, Identity)
+	case *v1alpha1.TerraformPlan:
+		Metadata(&o.ObjectMeta, Plan)
 	case *corev1.Namespace:
 		TrimNamespace(o)
 	case *batchv1.Job:
@@ -44,7 +46,7 @@ func ForCache(obj interface{}) (interface{}, error) {
 func Handles(obj interface{}) bool {
 	switch obj.(type) {
 	case *v1alpha1.TerraformCluster, *v1alpha1.TerraformMachine, *v1alpha1.TerraformMachinePool,
-		*v1alpha1.TerraformClusterIdentity, *corev1.Namespace, *batchv1.Job, *corev1.Secret:
+		*v1alpha1.TerraformClusterIdentity, *v1alpha1.TerraformPlan, *corev1.Namespace, *batchv1.Job, *corev1.Secret:
 		return true
 	}
 	return false

@@ -205,7 +205,7 @@ func TestForCacheNamespace(t *testing.T) {
 // The keep-lists name exact, valid keys (no prefix a tenant could fill),
 // each with a reader.
 func TestKeepListsAreExactKeys(t *testing.T) {
-	lists := map[string]Keep{"Workload": Workload, "Identity": Identity, "Namespace": Namespace, "Job": Job, "Mirror": Mirror}
+	lists := map[string]Keep{"Workload": Workload, "Identity": Identity, "Namespace": Namespace, "Job": Job, "Mirror": Mirror, "Plan": Plan}
 	for name, k := range lists {
 		for _, m := range []map[string]string{k.Labels, k.Annotations} {
 			for key, why := range m {
@@ -222,7 +222,7 @@ func TestKeepListsAreExactKeys(t *testing.T) {
 // read cannot be dropped by the caches unnoticed.
 func TestEveryWellKnownKeyIsClassified(t *testing.T) {
 	classified := map[string]bool{}
-	for _, k := range []Keep{Workload, Identity, Namespace, Job, Mirror} {
+	for _, k := range []Keep{Workload, Identity, Namespace, Job, Mirror, Plan} {
 		for key := range k.Labels {
 			classified[key] = true
 		}

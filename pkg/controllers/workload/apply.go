@@ -13,6 +13,7 @@ import (
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/drift"
 	"github.com/captf/captf/pkg/metrics"
+	"github.com/captf/captf/pkg/plans"
 	"github.com/captf/captf/pkg/slots"
 )
 
@@ -70,6 +71,14 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 			"generation %d is not applied: %s and the apply Job starts", w.obj.GetGeneration(), pauseNote(w))
 		return c.keepFinalizer(ctx, w, set)
 	}
+	var approved *plans.Plan
+	if gated(w) {
+		// O8: a plan Job, a plan and its approval come first.
+		var err error
+		if w, approved, err = c.planGate(ctx, w, creds, set, now); err != nil || approved == nil {
+			return w, err
+		}
+	}
 	// O4: a Job beyond a cap waits, before any request.
 	if !c.slotFree(w, slots.Apply, v1alpha1.JobActionApply, now) {
 		return c.keepFinalizer(ctx, w, set)
@@ -82,6 +91,9 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	start, plan := c.decideApply(w, set, creds, now)
 	if !start {
 		return c.keepFinalizer(ctx, w, set)
+	}
+	if approved != nil {
+		plan.planName, plan.planHash = approved.Name, approved.Hash // O8
 	}
 	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
 		// K11: a moved or restored copy whose state records this spec as
@@ -179,7 +191,8 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		count := countRun(w, set, rec) // O2
 		plan.interruptions = nextInterruptions(rec, count, gen)
 		var next time.Time
-		if rec.Outcome != v1alpha1.RunSucceeded && !count.interrupted {
+		changed := planChangedRun(w.status.LastRun, rec) // O8
+		if rec.Outcome != v1alpha1.RunSucceeded && !count.interrupted && !changed {
 			next = retryAt(rec, count)
 		}
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
@@ -192,6 +205,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			// K6: the inputs rendered now differ from the recorded run's
 			// (a MachinePool's replicas, a cluster's exports, a pool's
 			// bootstrap data): the next attempt applies them at once.
+		case changed:
+			// O8: the apply found another plan and applied nothing: a
+			// new plan at once, no backoff (A3-69).
 		case rec.Outcome == v1alpha1.RunSucceeded && remedy > 0:
 			// O7: a drift check under Remediate found drift.
 			plan.remediation = remedy

@@ -62,6 +62,9 @@ type Informers struct {
 	Mirrors coreinformers.SecretInformer
 	// Jobs must be restricted to captf.io/managed=true.
 	Jobs batchinformers.JobInformer
+	// Plans are the TerraformPlans (SPEC O8); nil runs without plans
+	// (no target is gated then).
+	Plans captfinformers.TerraformPlanInformer
 	// CAPI are Cluster API's informers (SPEC K2-K6); nil, or nil
 	// informers within, where the API server does not serve them.
 	CAPI *capi.Informers
@@ -107,6 +110,9 @@ type Controller struct {
 	written *loop.Written[v1alpha1.WorkloadStatus]
 	// opened is set once Run has opened the queues and added every key.
 	opened atomic.Bool
+	// planIndexer holds the TerraformPlans by their target's UID (O8),
+	// nil without a plan informer.
+	planIndexer cache.Indexer
 	// slots caps the running Jobs (SPEC O4, slots.go).
 	slots    *slotState
 	recorder record.EventRecorder
@@ -142,10 +148,18 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	if capiInf == nil {
 		capiInf = &capi.Informers{}
 	}
+	var planIndexer cache.Indexer
+	if inf.Plans != nil {
+		if err := inf.Plans.Informer().AddIndexers(cache.Indexers{indexPlanOwner: planOwnerKeys}); err != nil {
+			return nil, err
+		}
+		planIndexer = inf.Plans.Informer().GetIndexer()
+	}
 	c := &Controller{
-		kube:     kube,
-		captf:    captf,
-		uncached: uncached,
+		planIndexer: planIndexer,
+		kube:        kube,
+		captf:       captf,
+		uncached:    uncached,
 		kinds: map[string]*kind{
 			v1alpha1.KindTerraformCluster:     clusterKind(inf.Clusters, captf),
 			v1alpha1.KindTerraformMachine:     machineKind(inf.Machines, captf),
@@ -181,6 +195,9 @@ func newController(ctx context.Context, kube kubernetes.Interface, captf version
 	// lead would keep every key for ever); Run adds every cached key.
 	for _, q := range c.queues {
 		q.Hold()
+	}
+	if inf.Plans != nil {
+		c.synced = append(c.synced, inf.Plans.Informer().HasSynced)
 	}
 	if err := c.addHandlers(ctx, inf); err != nil {
 		return nil, err

@@ -116,5 +116,7 @@ func (c *Controller) jobParams(w *workload, action v1alpha1.JobAction, creds cre
 		InputsHash:            inputsHash,
 		Cluster:               slotClusterName(w),
 		Restore:               plan.restore, // O5
+		Plan:                  plan.planName,
+		ExpectPlan:            plan.planHash,
 	}
 }

@@ -258,7 +258,11 @@ func (c *Controller) addOwnedHandlers(inf Informers) error {
 		}
 		ownersOf(obj)
 	}
-	for _, informer := range []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()} {
+	owned := []cache.SharedIndexInformer{inf.Mirrors.Informer(), inf.Jobs.Informer()}
+	if inf.Plans != nil {
+		owned = append(owned, inf.Plans.Informer()) // O8: an approval starts the apply
+	}
+	for _, informer := range owned {
 		if err := c.handle(informer, cache.ResourceEventHandlerFuncs{
 			AddFunc:    ownersOnAdd,
 			UpdateFunc: ownersOnChange,

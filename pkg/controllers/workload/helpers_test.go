@@ -295,6 +295,7 @@ func buildFixture(t *testing.T, open bool, mods ...func(*Options)) *fixture {
 		Namespaces: env.Kinf.Core().V1().Namespaces(),
 		Mirrors:    env.Mirrors.Core().V1().Secrets(),
 		Jobs:       env.Managed.Batch().V1().Jobs(),
+		Plans:      env.Cinf.TerraformPlans(),
 		CAPI:       newCAPIInformers(t),
 		CAPIServed: true,
 	}

@@ -35,7 +35,8 @@ const maxInputsBytes = 1 << 20
 // ones; for a destroy, the last apply's, else those rendered now (best
 // effort: without bootstrap data when it cannot be read).
 func (c *Controller) runInputs(ctx context.Context, w *workload, action v1alpha1.JobAction) (contract.Inputs, error) {
-	if action == v1alpha1.JobActionApply && w.contract.inputs != nil {
+	// O8: a plan Job plans what an apply would run now.
+	if (action == v1alpha1.JobActionApply || action == v1alpha1.JobActionPlan) && w.contract.inputs != nil {
 		return w.contract.inputs, nil
 	}
 	saved, err := c.savedInputs(ctx, w)

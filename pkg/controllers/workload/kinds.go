@@ -34,6 +34,8 @@ type workload struct {
 	since freshness.Stamp
 	// contract is the pass's view of the Cluster API contract (K2-K6).
 	contract contractState
+	// plansDecided: planGate decided the plans on this pass (O8).
+	plansDecided bool
 }
 
 func (w *workload) key() cache.ObjectName {

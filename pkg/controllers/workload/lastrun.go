@@ -126,6 +126,9 @@ func newestRun(st *v1alpha1.WorkloadStatus) (v1alpha1.JobAction, *v1alpha1.RunRe
 	switch {
 	case d != nil && (a == nil || !d.FinishTime.Before(&a.FinishTime)):
 		return v1alpha1.JobActionDestroy, d
+	case st.LastPlan != nil && (a == nil || a.FinishTime.Before(&st.LastPlan.FinishTime)) &&
+		(st.LastDriftCheck == nil || st.LastDriftCheck.FinishTime.Before(&st.LastPlan.FinishTime)):
+		return v1alpha1.JobActionPlan, st.LastPlan // O8
 	case st.LastDriftCheck != nil && (a == nil || a.FinishTime.Before(&st.LastDriftCheck.FinishTime)):
 		return v1alpha1.JobActionDrift, st.LastDriftCheck
 	case a != nil:

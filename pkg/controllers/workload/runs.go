@@ -65,6 +65,9 @@ type runPlan struct {
 	interruptions int
 	// restore is the backup a restore Job pushes (O5); nil otherwise.
 	restore *jobs.Restore
+	// planName and planHash: the approved TerraformPlan an apply applies
+	// and its fingerprint (O8); "" for none.
+	planName, planHash string
 }
 
 // recordOf returns the record of a finished Job; nil while it runs. A Job
@@ -94,9 +97,10 @@ func recordOf(j *batchv1.Job, now time.Time) *v1alpha1.RunRecord {
 func runRecord(j *batchv1.Job, outcome v1alpha1.RunOutcome, finish time.Time) *v1alpha1.RunRecord {
 	gen, _ := jobs.GenerationOf(j)
 	hash := jobs.SourceHashOf(j)
-	if a := jobs.ActionOf(j); a == v1alpha1.JobActionDrift || a == v1alpha1.JobActionRestore {
-		// O7, O5: only an apply's hash is compared with the mirror's (C6),
-		// and no other record keeps one (X1 allows it where C6 needs it).
+	if a := jobs.ActionOf(j); a == v1alpha1.JobActionDrift || a == v1alpha1.JobActionRestore || a == v1alpha1.JobActionPlan {
+		// O7, O5, O8: only an apply's hash is compared with the mirror's
+		// (C6), and no other record keeps one (X1 allows it where C6
+		// needs it).
 		hash = ""
 	}
 	if len(hash) > maxRecordedHash {
@@ -143,6 +147,8 @@ func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
 		return &w.status.LastDriftCheck // O7
 	case v1alpha1.JobActionRestore:
 		return &w.status.LastRestore // O5
+	case v1alpha1.JobActionPlan:
+		return &w.status.LastPlan // O8
 	}
 	return &w.status.LastApply
 }
@@ -189,8 +195,11 @@ func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
 			continue
 		}
 		label := outcomeLabel(r.Outcome)
-		if interruptedRun(written.LastRun, r) {
+		switch {
+		case interruptedRun(written.LastRun, r):
 			label = metrics.OutcomeInterrupted // O2: not a failure
+		case planChangedRun(written.LastRun, r):
+			label = metrics.OutcomePlanChanged // O8: not a failure (A3-69)
 		}
 		metrics.JobRuns.WithLabelValues(actions[i], label).Inc()
 	}
@@ -350,6 +359,10 @@ func (c *Controller) reportRunning(w *workload, set jobSet, rec *v1alpha1.RunRec
 		c.reportRecord(w, v1alpha1.JobActionApply, rec, detailOf(set, rec), next, now)
 	case jobs.ActionOf(j) == v1alpha1.JobActionApply && g == gen:
 		c.reportJob(w, j, now)
+	case jobs.ActionOf(j) == v1alpha1.JobActionPlan && g == gen:
+		// O8: the apply waits for the plan, then for its approval.
+		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonPlanAwaitingApproval,
+			"plan Job %s of generation %d (applyPolicy Manual) is running; its plan then waits for approval", j.Name, g)
 	default:
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning,
 			"%s Job %s (generation %d) is running; generation %d is applied after it ends", jobs.ActionOf(j), j.Name, g, gen)

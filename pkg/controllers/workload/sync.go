@@ -104,6 +104,10 @@ func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, er
 	if w, err = c.applyStep(ctx, w, creds); err != nil {
 		return w, err
 	}
+	// O8: the plans' phases when no gated apply decided them.
+	if err := c.planStep(ctx, w); err != nil {
+		return w, err
+	}
 	// O7: a drift check once the generation is applied and idle.
 	if w, err = c.driftStep(ctx, w, creds); err != nil {
 		return w, err

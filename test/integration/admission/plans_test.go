@@ -26,8 +26,8 @@ func TestPlanApproval(t *testing.T) {
 	f := setup(t)
 	ns := f.e.CreateNamespace(t, "plans", nil)
 	// Every caller below may create, update and patch plans by RBAC, so a
-	// refusal the test asserts is admission's. The shipped manager role has
-	// no plan rule yet: nothing in the manager creates plans.
+	// refusal the test asserts is admission's (the shipped manager role
+	// grants no update on plans).
 	plansRW := []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.SchemeGroupVersion.Group}, Resources: []string{"terraformplans"},
 		Verbs: []string{"get", "list", "watch", "create", "update", "patch"}}}
 	for _, user := range []string{controlplane.Manager, "alice", "bob"} {

@@ -157,6 +157,16 @@ const (
 	// (--max-active-jobs, or the cluster's spec.maxActiveJobs); it starts
 	// when a slot frees, destroys first (SPEC O4, A1-155).
 	ReasonWaitingForJobSlot ConditionReason = "WaitingForJobSlot"
+	// ReasonPlanAwaitingApproval (ApplyJobSucceeded, SPEC O8, A1-154):
+	// under applyPolicy Manual the generation's apply waits for the
+	// approval of its TerraformPlan (status.pendingPlanRef), or for the
+	// plan Job that makes it.
+	ReasonPlanAwaitingApproval ConditionReason = "PlanAwaitingApproval"
+	// ReasonPlanChanged (ApplyJobSucceeded, and a plan's Ready, SPEC O8,
+	// A1-154): the apply of an approved plan planned again and found
+	// another plan; it applied nothing, and a new plan waits for approval.
+	// Not a failure: no backoff (A3-69).
+	ReasonPlanChanged ConditionReason = "PlanChanged"
 )
 
 // Reasons of RestoreJobSucceeded (SPEC O5, upstream A1-159).

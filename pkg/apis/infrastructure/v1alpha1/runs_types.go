@@ -72,7 +72,7 @@ type RunRecord struct {
 
 // RunErrorKind says what ended a run that did not succeed (SPEC O1;
 // upstream's error kinds, A1-80).
-// +kubebuilder:validation:Enum=step;image-layout;image-pull;interrupted;deadline;runner;unknown
+// +kubebuilder:validation:Enum=step;image-layout;image-pull;interrupted;deadline;runner;plan-changed;unknown
 type RunErrorKind string
 
 const (
@@ -90,6 +90,10 @@ const (
 	// RunErrorRunner: the runner could not run Terraform (bad variables
 	// or inputs, a working copy it could not make).
 	RunErrorRunner RunErrorKind = "runner"
+	// RunErrorPlanChanged: an apply of an approved plan (SPEC O8) planned
+	// again and found another plan: it applied nothing. Not a failure
+	// (A3-69): a new plan waits for approval, with no backoff.
+	RunErrorPlanChanged RunErrorKind = "plan-changed"
 	// RunErrorUnknown: no readable result document says why (the pod is
 	// gone, was killed or out of memory, or its message is not a
 	// document); the summary says what the Job and its pod reported.
@@ -171,7 +175,7 @@ type LastRun struct {
 
 // RunStep is one step of a run (upstream A1-79).
 type RunStep struct {
-	// Name is setup, init, apply, destroy, refresh or plan.
+	// Name is setup, init, apply, destroy, refresh, plan or show.
 	// +kubebuilder:validation:MaxLength=16
 	Name string `json:"name"`
 	// ExitCode is the step's exit code (128+n when signal n ended it).

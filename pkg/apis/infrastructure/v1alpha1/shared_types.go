@@ -106,7 +106,7 @@ type JobsSpec struct {
 }
 
 // JobAction is what a Job does with the module.
-// +kubebuilder:validation:Enum=apply;destroy;drift;restore
+// +kubebuilder:validation:Enum=apply;destroy;drift;restore;plan
 type JobAction string
 
 const (
@@ -120,6 +120,10 @@ const (
 	// JobActionRestore runs `terraform state push -force` of a state
 	// backup and `terraform state list` (SPEC O5, upstream A3-56).
 	JobActionRestore JobAction = "restore"
+	// JobActionPlan runs `terraform plan -out` and `terraform show -json`:
+	// the plan of a spec change under applyPolicy Manual, which becomes a
+	// TerraformPlan; never an apply (SPEC O8).
+	JobActionPlan JobAction = "plan"
 )
 
 // JobReference records a Job the manager created for an object.
@@ -170,6 +174,18 @@ type WorkloadStatus struct {
 	// interval after the newest of these records.
 	// +optional
 	LastDriftCheck *RunRecord `json:"lastDriftCheck,omitempty"`
+
+	// LastPlan records the newest finished plan Job, like LastApply
+	// (SPEC O8): under applyPolicy Manual, its result becomes a
+	// TerraformPlan.
+	// +optional
+	LastPlan *RunRecord `json:"lastPlan,omitempty"`
+
+	// PendingPlanRef names the TerraformPlan the next apply waits for: its
+	// approval starts the apply (SPEC O8, upstream A1-107, A1-129). Unset
+	// when no apply waits for one.
+	// +optional
+	PendingPlanRef *PlanReference `json:"pendingPlanRef,omitempty"`
 
 	// LastRun is the newest finished run, from the runner's result
 	// document in its pod's termination message (SPEC O1): the steps with

@@ -58,6 +58,14 @@ type TerraformMachinePoolSpec struct {
 	// +optional
 	Drift *DriftSpec `json:"drift,omitempty"`
 
+	// ApplyPolicy: Automatic (default) applies every spec change as soon
+	// as it is due; Manual applies the first generation at once and makes
+	// every later apply a plan Job and a TerraformPlan that a person with
+	// the verb approve on terraformplans approves (SPEC O8, A3-63).
+	// +optional
+	// +kubebuilder:default=Automatic
+	ApplyPolicy ApplyPolicy `json:"applyPolicy,omitempty"`
+
 	// StatePolicy: deletionPolicy and adoptRetainedState (SPEC O5).
 	StatePolicy `json:",inline"`
 

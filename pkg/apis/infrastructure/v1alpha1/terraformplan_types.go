@@ -7,8 +7,10 @@ import (
 // TerraformPlan is SPEC O8's plan awaiting approval (upstream A1-137..A1-147).
 // Only the manager creates plans and writes their spec; a person approves one
 // by setting spec.approved, and the admission webhook then writes
-// spec.approvedBy from the request's user (pkg/admission/plan). Nothing
-// creates plans yet: spec.applyPolicy and the plan Job are not built.
+// spec.approvedBy from the request's user (pkg/admission/plan). The
+// workload controller makes one from a plan Job of a target under
+// spec.applyPolicy Manual (pkg/plans decides, pkg/controllers/workload
+// plans.go writes).
 
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -216,7 +218,8 @@ type TerraformPlanList struct {
 const ConditionApproved ConditionType = "Approved"
 
 // Reasons of a plan's Ready and Approved conditions, upstream's names
-// (A1-145). Nothing writes them yet: the plan Job is not built (O8).
+// (A1-145), written by the workload controller (O8); ApprovalIgnored is
+// not written (no approval is ignored yet).
 const (
 	ReasonPlanPending         ConditionReason = "Pending"
 	ReasonPlanApproved        ConditionReason = "Approved"
@@ -225,4 +228,12 @@ const (
 	ReasonPlanFailed          ConditionReason = "Failed"
 	ReasonPlanNotApproved     ConditionReason = "NotApproved"
 	ReasonPlanApprovalIgnored ConditionReason = "ApprovalIgnored"
+)
+
+// AnnotationPlan records on an apply Job the TerraformPlan it applies;
+// AnnotationPlanJob records on a TerraformPlan the plan Job it was made
+// from (SPEC O8).
+const (
+	AnnotationPlan    = "captf.io/plan"
+	AnnotationPlanJob = "captf.io/plan-job"
 )

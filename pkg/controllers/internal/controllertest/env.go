@@ -222,6 +222,8 @@ func (e *Env) Seed(t testing.TB, objs ...runtime.Object) {
 			idx, tracker = e.Cinf.TerraformMachinePools().Informer().GetIndexer(), e.Captf.Tracker()
 		case *v1alpha1.TerraformClusterIdentity:
 			idx, tracker = e.Cinf.TerraformClusterIdentities().Informer().GetIndexer(), e.Captf.Tracker()
+		case *v1alpha1.TerraformPlan:
+			idx, tracker = e.Cinf.TerraformPlans().Informer().GetIndexer(), e.Captf.Tracker()
 		case *corev1.Namespace:
 			idx = e.Kinf.Core().V1().Namespaces().Informer().GetIndexer()
 		case *batchv1.Job:
