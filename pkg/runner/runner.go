@@ -140,6 +140,73 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("unknown subcommand %q: want one of %s", cfg.command, valid)
 	}
 
+	fset := cfg.flags()
+	err := fset.Parse(args[1:])
+	fset.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "chdir":
+			cfg.chdirSet = true
+		case "terraform":
+			cfg.terraformSet = true
+		}
+	})
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fset.SetOutput(stderr)
+		fmt.Fprintf(stderr, "usage: captf runner %s [flags]\n", cfg.command)
+		fset.PrintDefaults()
+		return config{}, err
+	case err != nil:
+		return config{}, fmt.Errorf("%s: %v (see captf runner %s -h)", cfg.command, err, cfg.command)
+	case fset.NArg() > 0:
+		return config{}, fmt.Errorf("%s: unexpected argument %q (see captf runner %s -h)", cfg.command, fset.Arg(0), cfg.command)
+	}
+	if err := cfg.validate(); err != nil {
+		return config{}, err
+	}
+	if cfg.stateNamespace != "" {
+		if err := checkState(cfg.stateNamespace, cfg.stateSuffix); err != nil {
+			return config{}, fmt.Errorf("%s: %v", cfg.command, err)
+		}
+	}
+	// Terraform runs in another directory than the runner: relative paths
+	// are made absolute against the runner's.
+	for _, p := range []*string{&cfg.home, &cfg.stateKubeconfig, &cfg.restoreChunks} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return config{}, fmt.Errorf("%s: %v", cfg.command, err)
+		}
+		*p = abs
+	}
+	return cfg, nil
+}
+
+// validate checks the flags' values and combinations.
+func (cfg *config) validate() error {
+	switch {
+	case cfg.stopTimeout <= 0:
+		return fmt.Errorf("%s: --stop-timeout must be positive, got %v", cfg.command, cfg.stopTimeout)
+	case cfg.lockTimeout < 0 || cfg.lockTimeout%time.Second != 0:
+		return fmt.Errorf("%s: --lock-timeout must be a whole number of seconds, 0s or more, got %v", cfg.command, cfg.lockTimeout)
+	case cfg.stateNamespace != "" && cfg.stateSuffix == "":
+		return fmt.Errorf("%s: --state-namespace needs --state-suffix: the kubernetes backend takes both, or leave both out for local state", cfg.command)
+	case cfg.stateNamespace == "" && cfg.stateSuffix != "":
+		return fmt.Errorf("%s: --state-suffix needs --state-namespace: the kubernetes backend takes both, or leave both out for local state", cfg.command)
+	case cfg.stateKubeconfig != "" && cfg.stateNamespace == "":
+		return fmt.Errorf("%s: --state-kubeconfig needs --state-namespace and --state-suffix", cfg.command)
+	case cfg.command == "restore" && cfg.restoreChunks == "":
+		return fmt.Errorf("restore: --restore-chunks is required: the directory of the backup to push (SPEC O5)")
+	case cfg.command != "restore" && cfg.restoreChunks != "":
+		return fmt.Errorf("%s: --restore-chunks is for restore only", cfg.command)
+	}
+	return nil
+}
+
+// flags defines the runner's flags on cfg's fields.
+func (cfg *config) flags() *flag.FlagSet {
 	fset := flag.NewFlagSet("captf runner "+cfg.command, flag.ContinueOnError)
 	fset.SetOutput(io.Discard) // errors are reported by the caller, on one line
 	fset.StringVar(&cfg.terraform, "terraform", "terraform", "Terraform executable: a name looked up in PATH, or a path")
@@ -160,58 +227,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		fset.StringVar(&cfg.expectPlan, "expect-plan", "", "the approved plan's fingerprint (SPEC O8): plan, compare, and apply exactly that saved plan when equal; otherwise apply nothing and exit 3 (plan-changed)")
 	}
 	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
-	err := fset.Parse(args[1:])
-	fset.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "chdir":
-			cfg.chdirSet = true
-		case "terraform":
-			cfg.terraformSet = true
-		}
-	})
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fset.SetOutput(stderr)
-		fmt.Fprintf(stderr, "usage: captf runner %s [flags]\n", cfg.command)
-		fset.PrintDefaults()
-		return config{}, err
-	case err != nil:
-		return config{}, fmt.Errorf("%s: %v (see captf runner %s -h)", cfg.command, err, cfg.command)
-	case fset.NArg() > 0:
-		return config{}, fmt.Errorf("%s: unexpected argument %q (see captf runner %s -h)", cfg.command, fset.Arg(0), cfg.command)
-	case cfg.stopTimeout <= 0:
-		return config{}, fmt.Errorf("%s: --stop-timeout must be positive, got %v", cfg.command, cfg.stopTimeout)
-	case cfg.lockTimeout < 0 || cfg.lockTimeout%time.Second != 0:
-		return config{}, fmt.Errorf("%s: --lock-timeout must be a whole number of seconds, 0s or more, got %v", cfg.command, cfg.lockTimeout)
-	case cfg.stateNamespace != "" && cfg.stateSuffix == "":
-		return config{}, fmt.Errorf("%s: --state-namespace needs --state-suffix: the kubernetes backend takes both, or leave both out for local state", cfg.command)
-	case cfg.stateNamespace == "" && cfg.stateSuffix != "":
-		return config{}, fmt.Errorf("%s: --state-suffix needs --state-namespace: the kubernetes backend takes both, or leave both out for local state", cfg.command)
-	case cfg.stateKubeconfig != "" && cfg.stateNamespace == "":
-		return config{}, fmt.Errorf("%s: --state-kubeconfig needs --state-namespace and --state-suffix", cfg.command)
-	case cfg.command == "restore" && cfg.restoreChunks == "":
-		return config{}, fmt.Errorf("restore: --restore-chunks is required: the directory of the backup to push (SPEC O5)")
-	case cfg.command != "restore" && cfg.restoreChunks != "":
-		return config{}, fmt.Errorf("%s: --restore-chunks is for restore only", cfg.command)
-	}
-	if cfg.stateNamespace != "" {
-		if err := checkState(cfg.stateNamespace, cfg.stateSuffix); err != nil {
-			return config{}, fmt.Errorf("%s: %v", cfg.command, err)
-		}
-	}
-	// Terraform runs in another directory than the runner: relative paths
-	// are made absolute against the runner's.
-	for _, p := range []*string{&cfg.home, &cfg.stateKubeconfig, &cfg.restoreChunks} {
-		if *p == "" {
-			continue
-		}
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return config{}, fmt.Errorf("%s: %v", cfg.command, err)
-		}
-		*p = abs
-	}
-	return cfg, nil
+	return fset
 }
 
 // lookPath finds the Terraform executable like a shell would, but in the

@@ -224,13 +224,24 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			plan.remediation = int(rec.DriftRemediation) // O7: still the same row
 		}
 	}
+	if c.applyBlocked(w, set, creds, done, now) {
+		return false, runPlan{}
+	}
+	return true, plan
+}
+
+// applyBlocked reports, and says on ApplyJobSucceeded, why an apply that
+// is due cannot start yet: its dependencies (K2, K4), its credentials
+// (I1, C1), its image, or variables the CRD cannot check (T3). done: the
+// generation's apply was recorded, whose condition stays.
+func (c *Controller) applyBlocked(w *workload, set jobSet, creds credentialResult, done bool, now time.Time) bool {
 	switch {
 	case !w.contract.deps.Ready:
 		if !done {
 			setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
 				"no apply Job until DependenciesReady is True (%s)", w.contract.deps.Reason)
 		}
-		return false, runPlan{}
+		return true
 	case !creds.ready:
 		if !done {
 			if a := jobs.ActionOf(set.latest); set.latest != nil && a != v1alpha1.JobActionDrift && a != v1alpha1.JobActionRestore {
@@ -240,19 +251,19 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 					"no apply Job until IdentityAllowed and CredentialsMirrored are True")
 			}
 		}
-		return false, runPlan{}
+		return true
 	case w.source.Image == "":
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonNoApplyYet,
 			"spec.source.image is not set: no Job can run")
-		return false, runPlan{}
+		return true
 	}
 	if err := jobs.ValidateVariables(v1alpha1.VariablesOf(w.robj)); err != nil {
 		// T3: what the CRD cannot check is reported here; no Job runs.
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonInvalidVariables,
 			"%v: fix spec.variables and the apply Job starts (SPEC T3)", err)
-		return false, runPlan{}
+		return true
 	}
-	return true, plan
+	return false
 }
 
 // inputsChanged reports whether the contract inputs rendered this pass
