@@ -513,6 +513,8 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	// that cannot be pulled is reported within a minute.
 	e.failedRun(ctx, t)
 	e.imagePullFailed(ctx, t)
+	// O2: a pod deleted mid-run is retried at once.
+	e.podDeletedMidRun(ctx, t)
 	// O9: a variable from a labelled ConfigMap, re-applied on its change.
 	e.variablesFromConfigMap(ctx, t)
 	e.driftOnNode(ctx, t) // O7 on the real node (drift_test.go)
