@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,7 +96,7 @@ func (e *env) restoreDamagedState(ctx context.Context, t *testing.T) {
 	e.editClusterNamed(ctx, t, name, func(c *v1alpha1.TerraformCluster) {
 		c.Annotations[v1alpha1.AnnotationRetry] = "after-restore"
 	})
-	second := e.waitJob(ctx, t, c.UID, v1alpha1.JobActionApply, 2)
+	second := e.waitRetryJob(ctx, t, c.UID, "after-restore")
 	if d := e.waitJobDone(ctx, t, second.Name, 5*time.Minute); !jobSucceeded(d) {
 		t.Fatalf("O5: the apply after the restore: %s; pods: %s", jobState(d), e.podSummary(ctx, tenant))
 	}
@@ -108,7 +109,7 @@ func (e *env) restoreDamagedState(ctx context.Context, t *testing.T) {
 	}
 	reads := match{after: before, method: http.MethodGet, path: "/resources/" + id}.filter(seen)
 	if len(writes) != 0 || len(reads) == 0 || reads[0].Status != 200 {
-		t.Errorf("O5: the apply after the restore: want reads of %s (200) and no write; seen:%s", id, describe(append(writes, reads...)))
+		t.Errorf("O5: the apply %s after the restore: want reads of %s (200) and no write; seen since:%s", second.Name, id, describe(match{after: before}.all(seen)))
 	}
 	if n := e.countResources(ctx, t); n != 1 || e.contentOf(ctx, t, id) != driftContent {
 		t.Errorf("O5: the fake cloud holds %d resources, %s with content %q; want the one original", n, id, e.contentOf(ctx, t, id))
@@ -262,4 +263,34 @@ func ownedBy(s *corev1.Secret, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+// all selects the recorded requests after m.after, whatever they are.
+func (m match) all(seen []fakecloud.Request) []fakecloud.Request {
+	var out []fakecloud.Request
+	for _, r := range seen {
+		if r.Seq > m.after {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// waitRetryJob waits for the apply Job of owner started for the
+// captf.io/retry value (the Job records it, SPEC T7).
+func (e *env) waitRetryJob(ctx context.Context, t *testing.T, owner types.UID, value string) batchv1.Job {
+	t.Helper()
+	var job batchv1.Job
+	e.waitFor(ctx, t, 2*time.Minute, "the apply Job of captf.io/retry="+value, func() (bool, string) {
+		all := e.jobsOf(ctx, t, owner, v1alpha1.JobActionApply)
+		for _, j := range all {
+			if j.Annotations[v1alpha1.AnnotationRetry] == value {
+				job = j
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d apply Jobs", len(all))
+	})
+	t.Logf("the apply Job %s of captf.io/retry=%s (%d apply Jobs)", job.Name, value, len(e.jobsOf(ctx, t, owner, v1alpha1.JobActionApply)))
+	return job
 }
