@@ -7,6 +7,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -94,10 +95,11 @@ func (e *env) jobPodName(ctx context.Context, t *testing.T, job string) string {
 	return name
 }
 
-// finishTime is when the Job's Failed or Complete condition became true.
+// finishTime is when the Job's Failed or Complete condition became true;
+// zero while it runs.
 func finishTime(j *batchv1.Job) time.Time {
 	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
 			return c.LastTransitionTime.Time
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -87,7 +86,7 @@ func (e *env) staleLockForceUnlocked(ctx context.Context, t *testing.T) {
 		return e.holds(ctx, t, id) && holder != "", fmt.Sprintf("lease holder %q (%s); pods: %s", holder, info, e.podSummary(ctx, tenant))
 	})
 	holder, info := e.leaseHolder(ctx, t, lease)
-	pod := e.podOfJob(ctx, t, first.Name)
+	pod := e.jobPodName(ctx, t, first.Name)
 	if !strings.Contains(info, pod) {
 		t.Fatalf("O3: the lock %s is not held by the Job's pod %s: lock info %s", lease, pod, info)
 	}
@@ -99,7 +98,7 @@ func (e *env) staleLockForceUnlocked(ctx context.Context, t *testing.T) {
 	if jobSucceeded(done) {
 		t.Fatalf("O3: the killed Job %s succeeded: %s", first.Name, jobState(done))
 	}
-	t.Logf("O3: the killed Job failed %s after the kill: %s", jobFinishTime(done).Sub(killed).Round(time.Second), jobState(done))
+	t.Logf("O3: the killed Job failed %s after the kill: %s", finishTime(done).Sub(killed).Round(time.Second), jobState(done))
 	e.requireExitCode(ctx, t, first.Name, 137)
 	if h, _ := e.leaseHolder(ctx, t, lease); h != holder {
 		t.Fatalf("O3: the Lease %s after the kill is held by %q, want still %q (nothing released it)", lease, h, holder)
@@ -296,25 +295,4 @@ func (e *env) holds(ctx context.Context, t *testing.T, id string) bool {
 func (e *env) countResources(ctx context.Context, t *testing.T) int {
 	t.Helper()
 	return len(e.cloud.resources(ctx, t, tokenB))
-}
-
-// podOfJob names the pod of the tenant's Job job.
-func (e *env) podOfJob(ctx context.Context, t *testing.T, job string) string {
-	t.Helper()
-	pods, err := e.kube.CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("the pod of %s: %v (%d pods)", job, err, len(pods.Items))
-	}
-	return pods.Items[0].Name
-}
-
-// jobFinishTime is when the Job's Failed or Complete condition became
-// true.
-func jobFinishTime(j *batchv1.Job) time.Time {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
 }
