@@ -43,6 +43,17 @@ func TestStoppedPodRunRetriedAtOnce(t *testing.T) {
 	if !strings.Contains(l.Error.Summary, "deleted") {
 		t.Errorf("O2: the summary %q should say the pod was deleted or stopped", l.Error.Summary)
 	}
+	waitRetriedAtOnce(f, ns, c, first)
+	t.Logf("O2: %s", l.Error.Summary)
+}
+
+// waitRetriedAtOnce waits for the second apply Job of c after its first,
+// interrupted one and checks O2's promise: status.lastApply records the
+// first run (attempt 1), the second was created before the first
+// failure's backoff ended, and it carries captf.io/interruptions=1.
+func waitRetriedAtOnce(f *framework.Fixture, ns string, c *v1alpha1.TerraformCluster, first batchv1.Job) batchv1.Job {
+	t := f.T
+	t.Helper()
 	second := jobs.AttemptName(v1alpha1.KindTerraformCluster, c.Name, c.UID, v1alpha1.JobActionApply, 1, 2)
 	var next batchv1.Job
 	f.WaitFor("the second apply Job", func() (bool, string) {
@@ -55,14 +66,15 @@ func TestStoppedPodRunRetriedAtOnce(t *testing.T) {
 		return false, "not created"
 	})
 	failed := f.GetCluster(ns, c.Name).Status.LastApply
-	if failed == nil || failed.JobName != first.Name {
+	if failed == nil || failed.JobName != first.Name || failed.Attempt != 1 {
 		t.Fatalf("O2: lastApply %+v; want the first Job's run", failed)
 	}
 	if backoffEnd := failed.FinishTime.Add(time.Minute); !next.CreationTimestamp.Time.Before(backoffEnd) {
 		t.Errorf("O2: the second Job was created at %s, after the first failure's backoff (%s): not at once", next.CreationTimestamp, backoffEnd)
 	}
+	t.Logf("O2: the interrupted run finished at %s; the next Job was created at %s", failed.FinishTime.UTC(), next.CreationTimestamp.UTC())
 	if n := next.Annotations[v1alpha1.AnnotationJobInterruptions]; n != "1" {
 		t.Errorf("O2: the second Job carries %s=%q, want 1", v1alpha1.AnnotationJobInterruptions, n)
 	}
-	t.Logf("O2: %s; next Job created %s after the first finished", l.Error.Summary, next.CreationTimestamp.Sub(failed.FinishTime.Time))
+	return next
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,28 +41,7 @@ func TestInterruptedRunRetriedAtOnce(t *testing.T) {
 	if l.Error == nil || l.Error.Kind != v1alpha1.RunErrorInterrupted || !strings.Contains(l.Error.Summary, "EvictionByEvictionAPI") {
 		t.Fatalf("O2: status.lastRun %+v, error %+v; want kind interrupted naming the disruption", l, l.Error)
 	}
-	second := jobs.AttemptName(v1alpha1.KindTerraformCluster, c.Name, c.UID, v1alpha1.JobActionApply, 1, 2)
-	var next batchv1.Job
-	f.WaitFor("the second apply Job", func() (bool, string) {
-		for _, j := range f.Jobs(ns, v1alpha1.JobActionApply) {
-			if j.Name == second {
-				next = j
-				return true, ""
-			}
-		}
-		return false, "not created"
-	})
-	failed := f.GetCluster(ns, c.Name).Status.LastApply
-	if failed == nil || failed.JobName != first.Name || failed.Attempt != 1 {
-		t.Fatalf("O2: lastApply %+v; want the first Job's run", failed)
-	}
-	if backoffEnd := failed.FinishTime.Add(time.Minute); !next.CreationTimestamp.Time.Before(backoffEnd) {
-		t.Errorf("O2: the second Job was created at %s, after the first failure's backoff (%s): not at once", next.CreationTimestamp, backoffEnd)
-	}
-	t.Logf("O2: the interrupted run finished at %s; the next Job was created at %s", failed.FinishTime.UTC(), next.CreationTimestamp.UTC())
-	if n := next.Annotations[v1alpha1.AnnotationJobInterruptions]; n != "1" {
-		t.Errorf("O2: the second Job carries %s=%q, want 1", v1alpha1.AnnotationJobInterruptions, n)
-	}
+	next := waitRetriedAtOnce(f, ns, c, first)
 
 	if err := f.Env.FinishJob(f.Ctx, ns, next.Name, ""); err != nil {
 		t.Fatal(err)
