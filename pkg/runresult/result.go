@@ -63,7 +63,6 @@ const (
 	// OperationPlan plans a change and describes it without applying
 	// (SPEC O8, upstream A3-55): the plan of a TerraformPlan.
 	OperationPlan = "plan"
-
 )
 
 var operations = []string{OperationApply, OperationDestroy, OperationDrift, OperationRestore, OperationPlan}
