@@ -140,13 +140,11 @@ func Finished(job *batchv1.Job, pod Pod) Run {
 			why += "; the Job says: " + bounded(msg, 256)
 		}
 		return unknown(run, why)
-	case pod.Disruption != "":
-		return interrupted(run, CauseDisruption, "the Job's pod was disrupted ("+pod.Disruption+")")
-	case pod.Deleted:
-		return interrupted(run, CausePodDeleted, "the Job's pod was deleted while it ran")
-	case doc != nil && doc.Error != nil && doc.Error.Kind == runresult.KindInterrupted:
-		run.Step = doc.Error.Step
-		return interrupted(run, CauseStopped, doc.Error.Tail)
+	}
+	if r, ok := podInterruption(run, pod, doc); ok {
+		return r
+	}
+	switch {
 	case pod.PullFailure != nil:
 		run.Kind, run.Image = ErrorImagePull, pod.PullFailure.Image
 		run.Summary = bounded(PullMessage(pod.PullFailure), MaxSummary)
@@ -188,16 +186,26 @@ func Vanished(action v1alpha1.JobAction) Run {
 // deletion, which leaves no pod to read. The pod's facts, when it can still
 // be read, say more: a disruption, a deletion, the runner's own words.
 func stopped(run Run, pod Pod, doc *runresult.Result, msg string) Run {
-	switch {
-	case pod.Claims == 1 && pod.Disruption != "":
-		return interrupted(run, CauseDisruption, "the Job's pod was disrupted ("+pod.Disruption+")")
-	case pod.Claims == 1 && pod.Deleted:
-		return interrupted(run, CausePodDeleted, "the Job's pod was deleted while it ran")
-	case pod.Claims == 1 && doc != nil && doc.Error != nil && doc.Error.Kind == runresult.KindInterrupted:
-		run.Step = doc.Error.Step
-		return interrupted(run, CauseStopped, doc.Error.Tail)
+	if r, ok := podInterruption(run, pod, doc); pod.Claims == 1 && ok {
+		return r
 	}
 	return interrupted(run, CausePodDeleted, "the Job's pod was stopped while it ran (deleted, or its node shut down): "+bounded(msg, 256))
+}
+
+// podInterruption is what the Job's one pod says interrupted its run: the
+// DisruptionTarget condition, its deletion, or the runner's document
+// saying a signal stopped it; ok is false when it says none of these.
+func podInterruption(run Run, pod Pod, doc *runresult.Result) (Run, bool) {
+	switch {
+	case pod.Disruption != "":
+		return interrupted(run, CauseDisruption, "the Job's pod was disrupted ("+pod.Disruption+")"), true
+	case pod.Deleted:
+		return interrupted(run, CausePodDeleted, "the Job's pod was deleted while it ran"), true
+	case doc != nil && doc.Error != nil && doc.Error.Kind == runresult.KindInterrupted:
+		run.Step = doc.Error.Step
+		return interrupted(run, CauseStopped, doc.Error.Tail), true
+	}
+	return run, false
 }
 
 func interrupted(run Run, cause Cause, why string) Run {
