@@ -698,15 +698,7 @@ func jobState(j *batchv1.Job) string {
 }
 
 func (e *env) clusterConditions(ctx context.Context) string {
-	c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, clusterName, metav1.GetOptions{})
-	if err != nil {
-		return err.Error()
-	}
-	var parts []string
-	for _, x := range c.Status.Conditions {
-		parts = append(parts, fmt.Sprintf("%s=%s/%s (%s)", x.Type, x.Status, x.Reason, x.Message))
-	}
-	return strings.Join(parts, "; ")
+	return e.conditionsNamed(ctx, clusterName)
 }
 
 func (e *env) waitClusterCondition(ctx context.Context, t *testing.T, ct v1alpha1.ConditionType, status metav1.ConditionStatus, reason v1alpha1.ConditionReason, timeout time.Duration) {
