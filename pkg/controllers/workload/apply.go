@@ -72,10 +72,18 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 		return c.keepFinalizer(ctx, w, set)
 	}
 	var approved *plans.Plan
-	if gated(w) {
+	guard := false
+	switch {
+	case gated(w):
 		// O8: a plan Job, a plan and its approval come first.
 		var err error
 		if w, approved, err = c.planGate(ctx, w, creds, set, now); err != nil || approved == nil {
+			return w, err
+		}
+	case guarded(w):
+		// O8: a cluster's deletions and replacements wait for approval.
+		var err error
+		if w, approved, guard, err = c.guardGate(ctx, w, set, now); err != nil || (approved == nil && !guard) {
 			return w, err
 		}
 	}
@@ -95,6 +103,7 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if approved != nil {
 		plan.planName, plan.planHash = approved.Name, approved.Hash // O8
 	}
+	plan.guardDeletes = guard
 	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
 		// K11: a moved or restored copy whose state records this spec as
 		// applied adopts it instead of applying again.
@@ -191,7 +200,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		count := countRun(w, set, rec) // O2
 		plan.interruptions = nextInterruptions(rec, count, gen)
 		var next time.Time
-		changed := planChangedRun(w.status.LastRun, rec) // O8
+		// O8: an apply that applied nothing by design (another plan than
+		// the approved one, or the destructive guard) is not a failure.
+		changed := planChangedRun(w.status.LastRun, rec) || destructiveRun(w.status.LastRun, rec)
 		if rec.Outcome != v1alpha1.RunSucceeded && !count.interrupted && !changed {
 			next = retryAt(rec, count)
 		}
@@ -206,8 +217,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			// (a MachinePool's replicas, a cluster's exports, a pool's
 			// bootstrap data): the next attempt applies them at once.
 		case changed:
-			// O8: the apply found another plan and applied nothing: a
-			// new plan at once, no backoff (A3-69).
+			// O8: the apply found another plan, or deletions under the
+			// guard, and applied nothing: a new plan at once, no backoff
+			// (A3-69).
 		case rec.Outcome == v1alpha1.RunSucceeded && remedy > 0:
 			// O7: a drift check under Remediate found drift.
 			plan.remediation = remedy
