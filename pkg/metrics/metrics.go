@@ -112,6 +112,10 @@ const (
 	// (status.lastRun.error.kind plan-changed, SPEC O8): not a failure
 	// (upstream A3-69: no alert).
 	OutcomePlanChanged = "plan_changed"
+	// OutcomeDestructive: a Failed apply record whose guarded run planned
+	// deletions or replacements and applied nothing
+	// (status.lastRun.error.kind destructive, SPEC O8): not a failure.
+	OutcomeDestructive = "destructive"
 
 	// Why a retry Job started.
 	TriggerBackoff    = "backoff"     // the failed run's backoff (1m doubling to 30m) ended
@@ -206,6 +210,7 @@ func Register() {
 			}
 			if action == ActionApply { // only an apply applies an approved plan (O8)
 				JobRuns.WithLabelValues(action, OutcomePlanChanged)
+				JobRuns.WithLabelValues(action, OutcomeDestructive)
 			}
 			if action != ActionDrift && action != ActionRestore { // never retried (O7, O5)
 				for _, trigger := range []string{TriggerBackoff, TriggerAnnotation, TriggerInterrupt} {

@@ -24,7 +24,7 @@ func TestJobCountersRegisteredT7(t *testing.T) {
 	}
 	want := map[string][]string{
 		"captf_job_runs_total": {
-			"action=apply,outcome=deadline_exceeded", "action=apply,outcome=failed", "action=apply,outcome=interrupted", "action=apply,outcome=plan_changed", "action=apply,outcome=succeeded",
+			"action=apply,outcome=deadline_exceeded", "action=apply,outcome=destructive", "action=apply,outcome=failed", "action=apply,outcome=interrupted", "action=apply,outcome=plan_changed", "action=apply,outcome=succeeded",
 			"action=destroy,outcome=deadline_exceeded", "action=destroy,outcome=failed", "action=destroy,outcome=interrupted", "action=destroy,outcome=succeeded",
 			"action=drift,outcome=deadline_exceeded", "action=drift,outcome=failed", "action=drift,outcome=interrupted", "action=drift,outcome=succeeded",
 			"action=restore,outcome=deadline_exceeded", "action=restore,outcome=failed", "action=restore,outcome=interrupted", "action=restore,outcome=succeeded",

@@ -63,6 +63,8 @@ func Decide(in Input, now time.Time) Decision {
 		d.Action, d.Plan = ApplyPlan, current
 	case current != nil:
 		d.Action, d.Plan = WaitApproval, current
+	case in.Guard:
+		d.Action, d.Job = guarded(j, plans, in)
 	case j == nil || j.Generation != in.Generation || j.InputsHash != in.InputsHash:
 		d.Action = StartPlanJob
 	case j.Running:
@@ -78,6 +80,18 @@ func Decide(in Input, now time.Time) Decision {
 		d.Action = StartPlanJob
 	}
 	return d
+}
+
+// guarded is the next step of a guarded cluster without a live plan
+// (A3-64): the plan from the guarded apply j that stopped at deletions or
+// replacements of this generation and inputs, when none was made from it
+// yet; else the guarded apply (a plan made from j and superseded or
+// changed since: the guard plans again).
+func guarded(j *PlanJob, plans []Plan, in Input) (Action, string) {
+	if j != nil && j.Generation == in.Generation && j.InputsHash == in.InputsHash && !madeFrom(plans, j.Name) {
+		return CreatePlan, j.Name
+	}
+	return GuardedApply, ""
 }
 
 // appliedBy reports whether apply a ran plan p: the Job's captf.io/plan

@@ -104,6 +104,12 @@ type Input struct {
 	// Due: an apply of the generation is due (the apply decision says
 	// so); when false only the plans' phases are kept.
 	Due bool
+	// Guard: the target is a cluster under applyPolicy Automatic whose
+	// applies are guarded (upstream A3-64): PlanJob is then the newest
+	// apply that stopped at deletions or replacements (nil when the newest
+	// did not), and without a live plan the guarded apply starts
+	// (GuardedApply) instead of a plan Job.
+	Guard bool
 }
 
 // Action is what the controller does next.
@@ -124,6 +130,9 @@ const (
 	WaitApproval Action = "WaitApproval"
 	// ApplyPlan: Decision.Plan is approved: start its apply.
 	ApplyPlan Action = "ApplyPlan"
+	// GuardedApply (Input.Guard): no plan gates the apply: start it with
+	// the destructive guard.
+	GuardedApply Action = "GuardedApply"
 )
 
 // Update is a phase change of one plan.

@@ -24,7 +24,7 @@ func TestNameA1147(t *testing.T) {
 	}
 }
 
-// TestDecideO8 is SPEC O8's decision table (A3-63, A3-68, A3-69).
+// TestDecideO8 is SPEC O8's decision table (A3-63, A3-64, A3-68, A3-69).
 func TestDecideO8(t *testing.T) {
 	pending := Plan{Name: "p2", Generation: 2, InputsHash: "i", Job: "j2", Phase: v1alpha1.PlanPhasePending, Hash: "h", Created: at(10)}
 	approved := pending
@@ -64,6 +64,23 @@ func TestDecideO8(t *testing.T) {
 			action: WaitPlanJob, retryAt: at(120)},
 		{name: "a failed plan Job is retried after it", in: Input{Due: true, PlanJob: &PlanJob{Name: "j2", Generation: 2, InputsHash: "i", Attempt: 1, Finished: at(-60)}},
 			action: StartPlanJob},
+		// The destructive guard of a cluster under Automatic (A3-64):
+		// PlanJob is the guarded apply that stopped.
+		{name: "guard: nothing stopped: the guarded apply", in: Input{Due: true, Guard: true}, action: GuardedApply},
+		{name: "guard: an older generation stopped: the guarded apply", in: Input{Due: true, Guard: true, PlanJob: &PlanJob{Name: "a1", Generation: 1, InputsHash: "i", Succeeded: true}},
+			action: GuardedApply},
+		{name: "guard: other inputs stopped: the guarded apply", in: Input{Due: true, Guard: true, PlanJob: &PlanJob{Name: "a2", Generation: 2, InputsHash: "old", Succeeded: true}},
+			action: GuardedApply},
+		{name: "guard: stopped, no plan from it: make it", in: Input{Due: true, Guard: true, PlanJob: &PlanJob{Name: "a2", Generation: 2, InputsHash: "i", Succeeded: true}},
+			action: CreatePlan, job: "a2"},
+		{name: "guard: its plan waits for approval", in: Input{Due: true, Guard: true, PlanJob: &PlanJob{Name: "j2", Generation: 2, InputsHash: "i", Succeeded: true}, Plans: []Plan{pending}},
+			action: WaitApproval, plan: "p2"},
+		{name: "guard: approved: apply it", in: Input{Due: true, Guard: true, PlanJob: &PlanJob{Name: "j2", Generation: 2, InputsHash: "i", Succeeded: true}, Plans: []Plan{approved}},
+			action: ApplyPlan, plan: "p2"},
+		{name: "guard: plan changed: superseded, the guarded apply again", in: Input{Due: true, Guard: true, Plans: []Plan{approved}, Apply: &Apply{Generation: 2, Plan: "p2", PlanChanged: true, Finished: at(20)}},
+			action: GuardedApply, updates: "p2=Superseded/PlanChanged"},
+		{name: "guard: a new generation supersedes the plan: the guarded apply", in: Input{Due: true, Guard: true, Generation: 3, Plans: []Plan{pending}, PlanJob: &PlanJob{Name: "j2", Generation: 2, InputsHash: "i", Succeeded: true}},
+			action: GuardedApply, updates: "p2=Superseded/Superseded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in

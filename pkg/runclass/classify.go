@@ -250,6 +250,8 @@ func kindOf(k runresult.Kind) ErrorKind {
 		return ErrorRunner
 	case runresult.KindPlanChanged:
 		return ErrorPlanChanged
+	case runresult.KindDestructive:
+		return ErrorDestructive
 	}
 	return ErrorUnknown
 }
@@ -327,6 +329,10 @@ func Headline(l *Record) string {
 		b.WriteString("deadline exceeded")
 	case ErrorRunner:
 		b.WriteString("the runner failed")
+	case ErrorPlanChanged:
+		b.WriteString("applied nothing: the plan is not the approved one")
+	case ErrorDestructive:
+		b.WriteString("applied nothing: the plan deletes or replaces resources")
 	default:
 		b.WriteString("failed")
 	}

@@ -43,6 +43,10 @@ const (
 	// ErrorPlanChanged: an apply of an approved plan found another plan
 	// and applied nothing (SPEC O8): not a failure, a new plan.
 	ErrorPlanChanged = v1alpha1.RunErrorPlanChanged
+	// ErrorDestructive: a guarded cluster apply found deletions or
+	// replacements and applied nothing (SPEC O8): not a failure, a
+	// Destructive plan.
+	ErrorDestructive = v1alpha1.RunErrorDestructive
 	// ErrorUnknown: no readable result document says why (the pod is
 	// gone, killed, out of memory, an older runner); the summary says what
 	// the Job and the kubelet reported.

@@ -25,8 +25,9 @@ type step struct {
 	// show: the step's stdout is the saved plan's JSON, read by the
 	// runner, never logged (O8).
 	show bool
-	// gated: the step runs only when the saved plan's fingerprint is the
-	// one --expect-plan names (O8).
+	// gated: the step runs only when the saved plan is the one
+	// --expect-plan names, or with --guard-deletes deletes and replaces
+	// nothing (O8).
 	gated bool
 }
 
@@ -39,7 +40,7 @@ func (c config) steps() []step {
 		return c.restoreSteps(init)
 	case c.command == runresult.OperationPlan:
 		return append([]step{init}, c.planSteps(common)...)
-	case c.command == runresult.OperationApply && c.expectPlan != "":
+	case c.command == runresult.OperationApply && (c.expectPlan != "" || c.guardDeletes):
 		apply := step{name: runresult.StepApply, args: append(append([]string{"apply"}, common...), PlanFile), gated: true}
 		return append(append([]step{init}, c.planSteps(common)...), apply)
 	case c.command != runresult.OperationDrift:

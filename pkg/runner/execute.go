@@ -87,7 +87,7 @@ func executeSteps(ctx context.Context, cfg *config, environ []string, stdout, st
 	}
 	s := &supervisor{sigs: sigs, done: ctx.Done(), timeout: cfg.stopTimeout, stderr: stderr}
 	var results []result
-	changed := ""
+	changed, stopKind := "", runresult.Kind("")
 	for _, st := range cfg.steps() {
 		s.poll()
 		if s.stop != 0 || changed != "" || (len(results) > 0 && failedStep(results[len(results)-1])) {
@@ -95,12 +95,12 @@ func executeSteps(ctx context.Context, cfg *config, environ []string, stdout, st
 			continue
 		}
 		if st.gated {
-			if changed = planChanged(*cfg, rep); changed != "" {
+			if changed, stopKind = gate(*cfg, rep); changed != "" {
 				fmt.Fprintln(stderr, "captf runner: "+changed)
 				results = append(results, result{name: st.name})
 				continue
 			}
-			fmt.Fprintf(stderr, "captf runner: the saved plan is the approved one (%s), applying it (SPEC O8)\n", cfg.expectPlan)
+			gateLine(*cfg, stderr)
 		}
 		fmt.Fprintf(stderr, "captf runner: running %s %s in %s\n", cfg.terraform, strings.Join(st.args, " "), dir)
 		out, errOut := rep.stepWriters(st.name, stdout, stderr)
@@ -126,10 +126,22 @@ func executeSteps(ctx context.Context, cfg *config, environ []string, stdout, st
 	rep.finish(results, s, code)
 	if changed != "" && code == 0 {
 		// O8: nothing applied; not a failure of the module (A3-69).
-		rep.result.Error = &runresult.Error{Kind: runresult.KindPlanChanged, Step: runresult.StepApply, Tail: changed}
+		rep.result.Error = &runresult.Error{Kind: stopKind, Step: runresult.StepApply, Tail: changed}
+		if stopKind == runresult.KindDestructive {
+			return ExitDestructive, nil
+		}
 		return ExitPlanChanged, nil
 	}
 	return code, nil
+}
+
+// gateLine says why the saved plan is applied (O8).
+func gateLine(cfg config, stderr io.Writer) {
+	if cfg.guardDeletes {
+		fmt.Fprintln(stderr, "captf runner: the saved plan deletes and replaces nothing, applying it (SPEC O8, --guard-deletes)")
+		return
+	}
+	fmt.Fprintf(stderr, "captf runner: the saved plan is the approved one (%s), applying it (SPEC O8)\n", cfg.expectPlan)
 }
 
 // locate sets cfg's module directory and Terraform from the image's layout

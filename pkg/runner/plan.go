@@ -228,15 +228,24 @@ func (r *report) readPlan(show *showBuffer) error {
 	return nil
 }
 
-// planChanged says why the saved plan is not the approved one, "" when
-// it is.
-func planChanged(cfg config, rep *report) string {
+// gate says why the saved plan is not applied, with the kind the run
+// then ends with: with --expect-plan, a plan that is not the approved one
+// (plan-changed); with --guard-deletes, a plan that deletes or replaces
+// resources (destructive, upstream A3-64). "" when the saved plan is
+// applied.
+func gate(cfg config, rep *report) (string, runresult.Kind) {
 	p := rep.result.Plan
 	switch {
+	case p == nil && cfg.guardDeletes:
+		return "the saved plan was not read: nothing applied (SPEC O8)", runresult.KindDestructive
 	case p == nil:
-		return "the saved plan was not read: nothing applied (SPEC O8)"
+		return "the saved plan was not read: nothing applied (SPEC O8)", runresult.KindPlanChanged
+	case cfg.guardDeletes && p.Delete+p.Replace > 0:
+		return fmt.Sprintf("the plan deletes %d and replaces %d resources: nothing applied; the plan (fingerprint %s) waits for approval as a Destructive TerraformPlan (SPEC O8)", p.Delete, p.Replace, p.Hash), runresult.KindDestructive
+	case cfg.guardDeletes:
+		return "", ""
 	case p.Hash != cfg.expectPlan:
-		return fmt.Sprintf("the plan changed: its fingerprint is %s, the approved plan's %s: nothing applied; a new plan waits for approval (SPEC O8)", p.Hash, cfg.expectPlan)
+		return fmt.Sprintf("the plan changed: its fingerprint is %s, the approved plan's %s: nothing applied; a new plan waits for approval (SPEC O8)", p.Hash, cfg.expectPlan), runresult.KindPlanChanged
 	}
-	return ""
+	return "", ""
 }

@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/captf/captf/pkg/runresult"
 )
@@ -91,10 +94,60 @@ func TestExpectPlanStepsO8(t *testing.T) {
 	}{
 		{config{command: "plan"}, "init,plan,show"},
 		{config{command: "apply", expectPlan: "sha256:x"}, "init,plan,show,apply(gated:" + PlanFile + ")"},
+		{config{command: "apply", guardDeletes: true}, "init,plan,show,apply(gated:" + PlanFile + ")"},
 		{config{command: "apply"}, "init,apply"},
 	} {
 		if got := names(tc.cfg); got != tc.want {
 			t.Errorf("%s %q: steps %s, want %s", tc.cfg.command, tc.cfg.expectPlan, got, tc.want)
 		}
+	}
+}
+
+// TestGateO8: what the gated apply step decides from the saved plan, with
+// --expect-plan (the approved fingerprint) and with --guard-deletes
+// (upstream A3-64: a delete or a replace stops the apply).
+func TestGateO8(t *testing.T) {
+	plan := func(c runresult.Changes) *runresult.Plan {
+		return &runresult.Plan{Changes: c, Hash: "sha256:h"}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  config
+		plan *runresult.Plan
+		want runresult.Kind
+	}{
+		{"approved plan", config{expectPlan: "sha256:h"}, plan(runresult.Changes{Delete: 1}), ""},
+		{"another plan", config{expectPlan: "sha256:other"}, plan(runresult.Changes{Update: 1}), runresult.KindPlanChanged},
+		{"no plan read", config{expectPlan: "sha256:h"}, nil, runresult.KindPlanChanged},
+		{"guard: update, import, forget", config{guardDeletes: true}, &runresult.Plan{Changes: runresult.Changes{Create: 1, Update: 2}, Import: 1, Forget: 1}, ""},
+		{"guard: nothing", config{guardDeletes: true}, plan(runresult.Changes{}), ""},
+		{"guard: delete", config{guardDeletes: true}, plan(runresult.Changes{Delete: 1}), runresult.KindDestructive},
+		{"guard: replace", config{guardDeletes: true}, plan(runresult.Changes{Update: 1, Replace: 1}), runresult.KindDestructive},
+		{"guard: no plan read", config{guardDeletes: true}, nil, runresult.KindDestructive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := &report{}
+			rep.result.Plan = tc.plan
+			why, kind := gate(tc.cfg, rep)
+			assert.Equal(t, tc.want, kind)
+			assert.Equal(t, tc.want != "", why != "", "a stop says why: %q", why)
+		})
+	}
+}
+
+// TestGuardDeletesFlagO8: --guard-deletes is an apply flag, and an
+// approved plan (--expect-plan) is applied as approved, never guarded.
+func TestGuardDeletesFlagO8(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", "--guard-deletes", "--expect-plan=sha256:x"}, "apply: --guard-deletes and --expect-plan exclude each other"},
+		{[]string{"destroy", "--guard-deletes"}, "flag provided but not defined: -guard-deletes"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(t.Context(), tt.args, nil, &stdout, &stderr)
+		assert.Equal(t, ExitRunnerError, code)
+		assert.Contains(t, stderr.String(), tt.want)
 	}
 }

@@ -42,6 +42,11 @@ const (
 	// ExitPlanChanged is the exit code of an apply with --expect-plan
 	// whose plan is not the approved one: nothing was applied (SPEC O8).
 	ExitPlanChanged = 3
+
+	// ExitDestructive is the exit code of an apply with --guard-deletes
+	// whose plan deletes or replaces resources: nothing was applied; the
+	// plan waits for approval (SPEC O8, upstream A3-64).
+	ExitDestructive = 4
 )
 
 // subcommands are the valid first arguments, in the order usage lists them.
@@ -77,6 +82,11 @@ type config struct {
 	// expectPlan is --expect-plan: the approved plan's fingerprint; the
 	// apply plans, compares and applies that saved plan only (SPEC O8).
 	expectPlan string
+
+	// guardDeletes is --guard-deletes: the apply plans first and applies
+	// the saved plan only when it deletes and replaces nothing (SPEC O8's
+	// destructive guard, upstream A3-64).
+	guardDeletes bool
 
 	// inputs is --inputs: a file holding the contract inputs (SPEC K6).
 	inputs string
@@ -201,6 +211,8 @@ func (cfg *config) validate() error {
 		return fmt.Errorf("restore: --restore-chunks is required: the directory of the backup to push (SPEC O5)")
 	case cfg.command != "restore" && cfg.restoreChunks != "":
 		return fmt.Errorf("%s: --restore-chunks is for restore only", cfg.command)
+	case cfg.guardDeletes && cfg.expectPlan != "":
+		return fmt.Errorf("apply: --guard-deletes and --expect-plan exclude each other: an approved plan is applied as approved, deletions included (SPEC O8)")
 	}
 	return nil
 }
@@ -225,6 +237,7 @@ func (cfg *config) flags() *flag.FlagSet {
 	fset.DurationVar(&cfg.stopTimeout, "stop-timeout", DefaultStopTimeout, "how long Terraform may take to stop after the first SIGTERM or SIGINT before it is killed")
 	if cfg.command == "apply" {
 		fset.StringVar(&cfg.expectPlan, "expect-plan", "", "the approved plan's fingerprint (SPEC O8): plan, compare, and apply exactly that saved plan when equal; otherwise apply nothing and exit 3 (plan-changed)")
+		fset.BoolVar(&cfg.guardDeletes, "guard-deletes", false, "plan first and apply the saved plan only when it deletes and replaces nothing (SPEC O8's destructive guard); otherwise apply nothing and exit 4 (destructive); not with --expect-plan")
 	}
 	fset.StringVar(&cfg.imageRoot, "image-root", DefaultImageRoot, "where an image laid out as upstream's keeps module/ (the module directory unless --chdir), runtime (the binary, or a directory holding tofu or terraform, unless --terraform) and providers/ (a provider mirror) (SPEC O10)")
 	return fset

@@ -116,9 +116,14 @@ const (
 	// applied (SPEC O8, upstream's plan-changed). Not a failure of the
 	// module: the manager makes a new plan.
 	KindPlanChanged Kind = "plan-changed"
+	// KindDestructive: an apply run with --guard-deletes planned to delete
+	// or replace resources: nothing was applied (SPEC O8's destructive
+	// guard, upstream A3-64). Not a failure of the module: the manager
+	// makes a Destructive plan that waits for approval.
+	KindDestructive Kind = "destructive"
 )
 
-var kinds = []Kind{KindStep, KindImageLayout, KindInterrupted, KindRunner, KindPlanChanged}
+var kinds = []Kind{KindStep, KindImageLayout, KindInterrupted, KindRunner, KindPlanChanged, KindDestructive}
 
 // Result is the document.
 type Result struct {

@@ -294,8 +294,8 @@ func (r *capiRun) reapply(ctx context.Context, t *testing.T) {
 		e.hold(ctx, t, tmGVR, machineName, captfReady),
 	}
 
-	gc := e.setVariables(ctx, t, tcGVR, clusterName, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_check": "reapply"})
-	gm := e.setVariables(ctx, t, tmGVR, machineName, map[string]any{"namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_check": "reapply"})
+	gc := e.setVariables(ctx, t, tcGVR, clusterName, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_checks": []string{"reapply"}})
+	gm := e.setVariables(ctx, t, tmGVR, machineName, map[string]any{"namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_checks": []string{"reapply"}})
 	for _, j := range []batchv1.Job{
 		e.waitJobOfGeneration(ctx, t, r.tcUID, v1alpha1.JobActionApply, gc),
 		e.waitJobOfGeneration(ctx, t, r.tmUID, v1alpha1.JobActionApply, gm),
@@ -349,8 +349,8 @@ func (r *capiRun) pause(ctx context.Context, t *testing.T) {
 		}
 		e.waitCondition(ctx, t, o.gvr, o.name, v1alpha1.ConditionPaused, "True", u.GetGeneration())
 	}
-	gc := e.setVariables(ctx, t, tcGVR, clusterName, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_check": "after-pause"})
-	gm := e.setVariables(ctx, t, tmGVR, machineName, map[string]any{"namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_check": "after-pause"})
+	gc := e.setVariables(ctx, t, tcGVR, clusterName, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_checks": []string{"reapply", "after-pause"}})
+	gm := e.setVariables(ctx, t, tmGVR, machineName, map[string]any{"namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_checks": []string{"reapply", "after-pause"}})
 	// The manager has seen the new generations, paused.
 	e.waitCondition(ctx, t, tcGVR, clusterName, v1alpha1.ConditionPaused, "True", gc)
 	e.waitCondition(ctx, t, tmGVR, machineName, v1alpha1.ConditionPaused, "True", gm)

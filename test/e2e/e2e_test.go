@@ -434,7 +434,10 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	// The next Job uses the new key, both ways.
 	afterRotation := lastSeq(e.cloud.seen(ctx, t))
 	e.editCluster(ctx, t, func(c *v1alpha1.TerraformCluster) {
-		c.Spec.Variables = variables(t, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_check": "after-rotation"})
+		// The rotation probe stays (its input unchanged): dropping it would
+		// delete a resource, which the cluster's destructive guard (O8)
+		// holds for approval.
+		c.Spec.Variables = variables(t, map[string]any{"name": clusterName, "namespace": tenant, "fakecloud_endpoint": cloudEndpoint, "credential_check": "after-rotation", "rotation_wait_seconds": 300})
 	})
 	job2 := e.waitJob(ctx, t, cluster.UID, v1alpha1.JobActionApply, 2)
 	if done := e.waitJobDone(ctx, t, job2.Name, 5*time.Minute); !jobSucceeded(done) {
@@ -518,6 +521,9 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	// O9: a variable from a labelled ConfigMap, re-applied on its change.
 	e.variablesFromConfigMap(ctx, t)
 	e.driftOnNode(ctx, t) // O7 on the real node (drift_test.go)
+	// O8: a Manual cluster's change waits for its approved plan
+	// (plan_test.go); the destructive guard is proved by the O9 step.
+	e.manualPlanOnNode(ctx, t)
 
 	// A4: no user, no mirror: the identity can be deleted.
 	e.waitFor(ctx, t, 2*time.Minute, "the identity deleted (A4 lets it go once unused)", func() (bool, string) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 )
@@ -194,7 +196,11 @@ func (e *env) waitTenantClusterReady(ctx context.Context, t *testing.T, name, wh
 // a ConfigMap labelled captf.io/variables=true reaches the module (its
 // credential_check asks the fake cloud whoami once with each credential
 // path for each new value), and a change of the ConfigMap re-applies the
-// cluster with the new value.
+// cluster with the new value. The new value replaces the module's check
+// resource, so the re-apply also proves O8's destructive guard (A3-64):
+// the guarded apply applies nothing (no whoami) and stops at a
+// Destructive TerraformPlan naming the replacement; approved, exactly that
+// plan is applied.
 func (e *env) variablesFromConfigMap(ctx context.Context, t *testing.T) {
 	const name, source = "demo-vars", "e2e-shared-vars"
 	cms := e.kube.CoreV1().ConfigMaps(tenant)
@@ -226,12 +232,76 @@ func (e *env) variablesFromConfigMap(ctx context.Context, t *testing.T) {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	plan := e.destructivePlan(ctx, t, name)
+	if got := whoami(afterFirst); len(got) != 0 {
+		t.Errorf("O8: the guarded apply ran the module's checks before the approval: whoami calls %v", got)
+	}
+	e.approvePlan(ctx, t, plan.Name)
 	e.waitFor(ctx, t, 5*time.Minute, "O9: a re-apply with the ConfigMap's new value", func() (bool, string) {
 		got := whoami(afterFirst)
 		return len(got) == 2, fmt.Sprintf("whoami calls %v; pods: %s", got, e.podSummary(ctx, tenant))
+	})
+	e.waitFor(ctx, t, 2*time.Minute, "O8: TerraformPlan "+plan.Name+" Applied", func() (bool, string) {
+		p, err := e.captf.InfrastructureV1alpha1().TerraformPlans(tenant).Get(ctx, plan.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == v1alpha1.PlanPhaseApplied, fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
 	})
 	e.deleteTenantCluster(ctx, t, name)
 	if err := cms.Delete(ctx, source, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// destructivePlan waits until the tenant's cluster name stops at a
+// Destructive TerraformPlan (SPEC O8, A3-64): ApplyJobSucceeded
+// DestructivePlanBlocked naming status.pendingPlanRef, a plan that
+// replaces the module's credential check and nothing else, unapproved.
+func (e *env) destructivePlan(ctx context.Context, t *testing.T, name string) *v1alpha1.TerraformPlan {
+	t.Helper()
+	clusters := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant)
+	var ref string
+	e.waitFor(ctx, t, 5*time.Minute, "O8: "+name+" stops at a Destructive plan", func() (bool, string) {
+		got, err := clusters.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
+		if c == nil || c.Reason != string(v1alpha1.ReasonDestructivePlanBlocked) || got.Status.PendingPlanRef == nil {
+			return false, fmt.Sprintf("ApplyJobSucceeded %+v; pods: %s", c, e.podSummary(ctx, tenant))
+		}
+		ref = got.Status.PendingPlanRef.Name
+		if !strings.Contains(c.Message, ref) {
+			t.Errorf("O8: ApplyJobSucceeded does not name the plan %s: %s", ref, c.Message)
+		}
+		return true, ""
+	})
+	plan, err := e.captf.InfrastructureV1alpha1().TerraformPlans(tenant).Get(ctx, ref, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("O8: the pending plan %s: %v", ref, err)
+	}
+	s := plan.Spec.Summary
+	want := []v1alpha1.PlanResourceChange{{Address: "terraform_data.credential_check[0]", Action: v1alpha1.PlanAction("replace")}}
+	if plan.Spec.Reason != v1alpha1.PlanReasonDestructive || plan.Labels["captf.io/destructive"] != "true" || plan.Spec.Approved ||
+		s.Replace != 1 || s.Delete != 0 || s.Create != 0 || !slices.Equal(s.Resources, want) {
+		t.Errorf("O8: the Destructive plan %s: reason %s, labels %v, approved %t, summary %+v; want reason Destructive replacing only %v",
+			ref, plan.Spec.Reason, plan.Labels, plan.Spec.Approved, s, want)
+	}
+	t.Logf("O8: %s stopped at Destructive plan %s (%d to replace), fingerprint %s", name, ref, s.Replace, plan.Spec.PlanHash)
+	return plan
+}
+
+// approvePlan approves the tenant's TerraformPlan as the test's user: the
+// captf webhook sets spec.approvedBy from the request (SPEC O8).
+func (e *env) approvePlan(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	p, err := e.captf.InfrastructureV1alpha1().TerraformPlans(tenant).Patch(ctx, name, types.MergePatchType, []byte(`{"spec":{"approved":true}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("O8: approving TerraformPlan %s: %v", name, err)
+	}
+	if p.Spec.ApprovedBy == "" {
+		t.Errorf("O8: TerraformPlan %s approved without approvedBy", name)
+	}
+	t.Logf("O8: TerraformPlan %s approved by %s", name, p.Spec.ApprovedBy)
 }

@@ -106,3 +106,88 @@ func TestRunnerPlanO8(t *testing.T) {
 		})
 	}
 }
+
+// guardModule is planModule with a second variable whose change replaces
+// the resource.
+const guardModule = `
+terraform {
+  backend "local" {
+    path = %q
+  }
+}
+variable "v" {
+  type = string
+}
+variable "k" {
+  type = string
+}
+resource "terraform_data" "r" {
+  input            = var.v
+  triggers_replace = [var.k]
+}
+`
+
+// TestRunnerGuardDeletesO8 runs `captf runner apply --guard-deletes` with
+// the real binaries (SPEC O8's destructive guard, upstream A3-64): an
+// in-place update is applied; a change that replaces the resource applies
+// nothing (destructive, exit 4, the state as it was) and its document
+// carries the plan, whose fingerprint an approved apply (--expect-plan)
+// then applies.
+func TestRunnerGuardDeletesO8(t *testing.T) {
+	for _, b := range []struct{ name, binary string }{{"tofu", tofuBinary}, {"terraform", terraformBinary}} {
+		t.Run(b.name, func(t *testing.T) {
+			if b.binary == "" {
+				t.Skipf("bin/%s is missing", b.name)
+			}
+			module := t.TempDir()
+			state := filepath.Join(t.TempDir(), "terraform.tfstate")
+			require.NoError(t, os.WriteFile(filepath.Join(module, "main.tf"), []byte(fmt.Sprintf(guardModule, state)), 0o644))
+			run := func(v, k string, args ...string) (int, *runresult.Result) {
+				vars, err := json.Marshal(map[string]any{"v": v, "k": k})
+				require.NoError(t, err)
+				env := append(tofuEnv(t, t.TempDir(), ""), runner.VariablesEnv+"="+string(vars))
+				result := filepath.Join(t.TempDir(), "termination-log")
+				code, out := runnerRunWith(t, b.binary, module, env, append(args, "--result="+result)...)
+				assert.NotContains(t, out, "secret-"+v, "O8: show -json's values must not reach the log")
+				raw, err := os.ReadFile(result)
+				require.NoError(t, err)
+				doc, err := runresult.Unmarshal(raw)
+				require.NoError(t, err, "%s", raw)
+				t.Logf("result document: %s", raw)
+				return code, doc
+			}
+			applied := func(s *runresult.Result) bool {
+				return len(s.Steps) > 0 && s.Steps[len(s.Steps)-1].Name == runresult.StepApply && s.Error == nil
+			}
+
+			code, _ := run("secret-a", "1", "apply")
+			require.Equal(t, 0, code)
+
+			code, update := run("secret-b", "1", "apply", "--guard-deletes")
+			require.Equal(t, 0, code, "O8: an in-place update passes the guard")
+			assert.True(t, applied(update), "O8: the update was applied")
+			assert.Equal(t, runresult.Changes{Update: 1}, update.Plan.Changes)
+
+			code, stopped := run("secret-b", "2", "apply", "--guard-deletes")
+			assert.Equal(t, runner.ExitDestructive, code)
+			require.NotNil(t, stopped.Error)
+			assert.Equal(t, runresult.KindDestructive, stopped.Error.Kind)
+			require.NotNil(t, stopped.Plan)
+			assert.Equal(t, runresult.Changes{Replace: 1}, stopped.Plan.Changes)
+			assert.Equal(t, []runresult.PlanResource{{Address: "terraform_data.r", Action: "replace"}}, stopped.Plan.Resources)
+			for _, s := range stopped.Steps {
+				assert.NotEqual(t, runresult.StepApply, s.Name, "O8: a destructive plan must not be applied")
+			}
+			_, still := run("secret-b", "2", "plan")
+			require.NotNil(t, still.Plan)
+			assert.Equal(t, stopped.Plan.Hash, still.Plan.Hash, "O8: the state must be as before the guarded apply")
+
+			code, approved := run("secret-b", "2", "apply", "--expect-plan="+stopped.Plan.Hash)
+			require.Equal(t, 0, code)
+			assert.True(t, applied(approved), "O8: the approved Destructive plan was applied")
+			_, after := run("secret-b", "2", "plan")
+			require.NotNil(t, after.Plan)
+			assert.True(t, after.Plan.Empty(), "O8: the approved plan was applied: %+v", after.Plan)
+		})
+	}
+}

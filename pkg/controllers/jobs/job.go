@@ -212,6 +212,10 @@ type Params struct {
 	// and its fingerprint (SPEC O8): recorded as captf.io/plan, and the
 	// runner's --expect-plan; "" for none.
 	Plan, ExpectPlan string
+	// GuardDeletes: an apply Job's runner applies nothing when its plan
+	// deletes or replaces resources (SPEC O8's destructive guard, the
+	// runner's --guard-deletes); not with ExpectPlan.
+	GuardDeletes bool
 	// Cluster is the TerraformCluster whose Job cap the Job counts under,
 	// recorded as captf.io/cluster (SPEC O4); "" records nothing.
 	Cluster string

@@ -157,9 +157,14 @@ func command(p Params) []string {
 	if p.Restore != nil {
 		args = append(args, "--restore-chunks="+RestoreDir)
 	}
-	if p.ExpectPlan != "" && p.Action == "apply" {
+	switch {
+	case p.Action != "apply":
+	case p.ExpectPlan != "":
 		// O8: apply exactly the approved plan, or nothing.
 		args = append(args, "--expect-plan="+p.ExpectPlan)
+	case p.GuardDeletes:
+		// O8: a plan that deletes or replaces waits for approval.
+		args = append(args, "--guard-deletes")
 	}
 	return args
 }

@@ -71,20 +71,16 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 			"generation %d is not applied: %s and the apply Job starts", w.obj.GetGeneration(), pauseNote(w))
 		return c.keepFinalizer(ctx, w, set)
 	}
-	var approved *plans.Plan
-	if gated(w) {
-		// O8: a plan Job, a plan and its approval come first.
-		var err error
-		if w, approved, err = c.planGate(ctx, w, creds, set, now); err != nil || approved == nil {
-			return w, err
-		}
+	w, g, err := c.approvalGate(ctx, w, creds, set, now)
+	if err != nil || g.wait {
+		return w, err
 	}
 	// O4: a Job beyond a cap waits, before any request.
 	if !c.slotFree(w, slots.Apply, v1alpha1.JobActionApply, now) {
 		return c.keepFinalizer(ctx, w, set)
 	}
 	// About to start a Job: confirm from the API server, not the cache.
-	set, err := c.freshJobs(ctx, w)
+	set, err = c.freshJobs(ctx, w)
 	if err != nil {
 		return w, err
 	}
@@ -92,9 +88,10 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if !start {
 		return c.keepFinalizer(ctx, w, set)
 	}
-	if approved != nil {
-		plan.planName, plan.planHash = approved.Name, approved.Hash // O8
+	if g.approved != nil {
+		plan.planName, plan.planHash = g.approved.Name, g.approved.Hash // O8
 	}
+	plan.guardDeletes = g.guard
 	if w.status.LastApply == nil && set.find(v1alpha1.JobActionApply, -1) == nil {
 		// K11: a moved or restored copy whose state records this spec as
 		// applied adopts it instead of applying again.
@@ -134,6 +131,33 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 		}
 	}
 	return w, nil
+}
+
+// gate is what O8's approvals let an apply do.
+type gate struct {
+	// approved is the approved plan to apply (--expect-plan), nil for none.
+	approved *plans.Plan
+	// guard: apply with the destructive guard (--guard-deletes).
+	guard bool
+	// wait: no apply Job now (a plan Job, a plan, or an approval first).
+	wait bool
+}
+
+// approvalGate is O8's gate before an apply Job: under applyPolicy Manual
+// a plan Job, a plan and its approval come first (planGate); a guarded
+// cluster's deletions and replacements wait for approval (guardGate).
+// Any other object applies as it is. It returns the object as stored when
+// a gate had to update it.
+func (c *Controller) approvalGate(ctx context.Context, w *workload, creds credentialResult, set jobSet, now time.Time) (*workload, gate, error) {
+	switch {
+	case gated(w):
+		w, approved, err := c.planGate(ctx, w, creds, set, now)
+		return w, gate{approved: approved, wait: approved == nil}, err
+	case guarded(w):
+		w, approved, guard, err := c.guardGate(ctx, w, set, now)
+		return w, gate{approved: approved, guard: guard, wait: approved == nil && !guard}, err
+	}
+	return w, gate{}, nil
 }
 
 // keepFinalizer sets the finalizer on an object that has applied:
@@ -191,7 +215,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 		count := countRun(w, set, rec) // O2
 		plan.interruptions = nextInterruptions(rec, count, gen)
 		var next time.Time
-		changed := planChangedRun(w.status.LastRun, rec) // O8
+		// O8: an apply that applied nothing by design (another plan than
+		// the approved one, or the destructive guard) is not a failure.
+		changed := planChangedRun(w.status.LastRun, rec) || destructiveRun(w.status.LastRun, rec)
 		if rec.Outcome != v1alpha1.RunSucceeded && !count.interrupted && !changed {
 			next = retryAt(rec, count)
 		}
@@ -206,8 +232,9 @@ func (c *Controller) decideApply(w *workload, set jobSet, creds credentialResult
 			// (a MachinePool's replicas, a cluster's exports, a pool's
 			// bootstrap data): the next attempt applies them at once.
 		case changed:
-			// O8: the apply found another plan and applied nothing: a
-			// new plan at once, no backoff (A3-69).
+			// O8: the apply found another plan, or deletions under the
+			// guard, and applied nothing: a new plan at once, no backoff
+			// (A3-69).
 		case rec.Outcome == v1alpha1.RunSucceeded && remedy > 0:
 			// O7: a drift check under Remediate found drift.
 			plan.remediation = remedy

@@ -118,5 +118,6 @@ func (c *Controller) jobParams(w *workload, action v1alpha1.JobAction, creds cre
 		Restore:               plan.restore, // O5
 		Plan:                  plan.planName,
 		ExpectPlan:            plan.planHash,
+		GuardDeletes:          plan.guardDeletes,
 	}
 }

@@ -24,7 +24,7 @@ import (
 // actions only, X1). It returns the plan's name, "" when the Job or its
 // document is gone or holds no plan (ApplyJobSucceeded says so; a spec
 // change or captf.io/retry plans again).
-func (c *Controller) createPlan(ctx context.Context, w *workload, job string, now time.Time) (string, error) {
+func (c *Controller) createPlan(ctx context.Context, w *workload, job string, reason v1alpha1.PlanReason, now time.Time) (string, error) {
 	j := c.cachedJob(w, job)
 	var doc *runresult.Result
 	if j != nil {
@@ -36,10 +36,10 @@ func (c *Controller) createPlan(ctx context.Context, w *workload, job string, no
 	}
 	if doc == nil || doc.Plan == nil {
 		setCondition(w, now, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed,
-			"plan Job %s succeeded but left no readable plan in its result document: no TerraformPlan is made; change the spec to plan again", job)
+			"%s Job %s planned but left no readable plan in its result document: no TerraformPlan is made; change the spec to plan again", jobs.ActionOf(j), job)
 		return "", nil
 	}
-	p := newPlan(w, job, jobs.InputsHashOf(j), doc.Plan)
+	p := newPlan(w, job, jobs.InputsHashOf(j), reason, doc.Plan)
 	client := c.captf.InfrastructureV1alpha1().TerraformPlans(p.Namespace)
 	created, err := client.Create(ctx, p, metav1.CreateOptions{FieldManager: fieldManager})
 	switch {
@@ -54,18 +54,24 @@ func (c *Controller) createPlan(ctx context.Context, w *workload, job string, no
 		return "", fmt.Errorf("updating the status of TerraformPlan %s: %w", p.Name, err)
 	}
 	s := p.Spec.Summary
-	w.normal(string(v1alpha1.ReasonPlanAwaitingApproval), "TerraformPlan %s of generation %d waits for approval: %d to create, %d to update, %d to replace, %d to delete",
-		p.Name, w.obj.GetGeneration(), s.Create, s.Update, s.Replace, s.Delete)
-	klog.FromContext(ctx).Info("Created TerraformPlan", "plan", klog.KObj(created), "job", job, "generation", w.obj.GetGeneration())
+	if reason == v1alpha1.PlanReasonDestructive {
+		w.warn(string(v1alpha1.ReasonDestructivePlanBlocked), "apply Job %s applied nothing: its plan deletes %d and replaces %d resources; TerraformPlan %s of generation %d waits for approval: %d to create, %d to update, %d to replace, %d to delete",
+			job, s.Delete, s.Replace, p.Name, w.obj.GetGeneration(), s.Create, s.Update, s.Replace, s.Delete)
+	} else {
+		w.normal(string(v1alpha1.ReasonPlanAwaitingApproval), "TerraformPlan %s of generation %d waits for approval: %d to create, %d to update, %d to replace, %d to delete",
+			p.Name, w.obj.GetGeneration(), s.Create, s.Update, s.Replace, s.Delete)
+	}
+	klog.FromContext(ctx).Info("Created TerraformPlan", "plan", klog.KObj(created), "reason", reason, "job", job, "generation", w.obj.GetGeneration())
 	return p.Name, nil
 }
 
-// newPlan is the TerraformPlan of w made from plan Job job, which ran
-// with inputs of hash inputsHash and planned doc.
-func newPlan(w *workload, job, inputsHash string, doc *runresult.Plan) *v1alpha1.TerraformPlan {
+// newPlan is the TerraformPlan of w made from Job job (a plan Job, or an
+// apply Job the destructive guard stopped), which ran with inputs of hash
+// inputsHash and planned doc.
+func newPlan(w *workload, job, inputsHash string, reason v1alpha1.PlanReason, doc *runresult.Plan) *v1alpha1.TerraformPlan {
 	labels := map[string]string{
 		plans.LabelPhase:       string(v1alpha1.PlanPhasePending),
-		plans.LabelReason:      string(v1alpha1.PlanReasonManual),
+		plans.LabelReason:      string(reason),
 		plans.LabelDestructive: strconv.FormatBool(doc.Replace+doc.Delete > 0),
 	}
 	if cl := w.obj.GetLabels()[plans.LabelClusterName]; cl != "" {
@@ -97,7 +103,7 @@ func newPlan(w *workload, job, inputsHash string, doc *runresult.Plan) *v1alpha1
 			TargetRef:  v1alpha1.PlanTargetReference{Kind: w.kind.name, Name: w.obj.GetName()},
 			PlanHash:   doc.Hash,
 			InputsHash: inputsHash,
-			Reason:     v1alpha1.PlanReasonManual,
+			Reason:     reason,
 			Summary:    sum,
 		},
 	}

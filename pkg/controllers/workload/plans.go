@@ -101,8 +101,18 @@ func planInput(w *workload, set jobSet, stored []*v1alpha1.TerraformPlan, due bo
 // planChangedRun reports whether l, status.lastRun, records rec's apply
 // as plan-changed: nothing applied (O8).
 func planChangedRun(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord) bool {
-	return rec != nil && rec.Outcome == v1alpha1.RunFailed && describes(l, rec) &&
-		l.Error != nil && l.Error.Kind == v1alpha1.RunErrorPlanChanged
+	return stoppedAs(l, rec, v1alpha1.RunErrorPlanChanged)
+}
+
+// destructiveRun reports whether l, status.lastRun, records rec's apply
+// as stopped by the destructive guard: nothing applied (O8, A3-64).
+func destructiveRun(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord) bool {
+	return stoppedAs(l, rec, v1alpha1.RunErrorDestructive)
+}
+
+// stoppedAs reports whether l records rec's run as ended with error kind k.
+func stoppedAs(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord, k v1alpha1.RunErrorKind) bool {
+	return rec != nil && rec.Outcome == v1alpha1.RunFailed && describes(l, rec) && l.Error != nil && l.Error.Kind == k
 }
 
 // planGate decides a due apply of a gated w (O8). It returns the approved
@@ -141,7 +151,7 @@ func (c *Controller) planGate(ctx context.Context, w *workload, creds credential
 		w.status.PendingPlanRef = &v1alpha1.PlanReference{Name: d.Plan.Name}
 		wait("generation %d (applyPolicy Manual) waits for the approval of TerraformPlan %s: set its spec.approved to true (the verb approve on terraformplans, ClusterRole captf-plan-approver)", gen, d.Plan.Name)
 	case plans.CreatePlan:
-		name, err := c.createPlan(ctx, w, d.Job, now)
+		name, err := c.createPlan(ctx, w, d.Job, v1alpha1.PlanReasonManual, now)
 		if err != nil || name == "" {
 			return w, nil, err
 		}

@@ -68,6 +68,9 @@ type runPlan struct {
 	// planName and planHash: the approved TerraformPlan an apply applies
 	// and its fingerprint (O8); "" for none.
 	planName, planHash string
+	// guardDeletes: the apply stops before deletions or replacements
+	// (O8's destructive guard, A3-64).
+	guardDeletes bool
 }
 
 // recordOf returns the record of a finished Job; nil while it runs. A Job
@@ -200,6 +203,8 @@ func countRecorded(written, before, last *v1alpha1.WorkloadStatus) {
 			label = metrics.OutcomeInterrupted // O2: not a failure
 		case planChangedRun(written.LastRun, r):
 			label = metrics.OutcomePlanChanged // O8: not a failure (A3-69)
+		case destructiveRun(written.LastRun, r):
+			label = metrics.OutcomeDestructive // O8: not a failure (A3-69)
 		}
 		metrics.JobRuns.WithLabelValues(actions[i], label).Inc()
 	}

@@ -31,7 +31,7 @@ type jobCounters map[string]float64
 
 var (
 	metricActions  = []string{metrics.ActionApply, metrics.ActionDestroy, "unknown"}
-	metricOutcomes = []string{metrics.OutcomeSucceeded, metrics.OutcomeFailed, metrics.OutcomeDeadlineExceeded, metrics.OutcomeInterrupted, metrics.OutcomePlanChanged}
+	metricOutcomes = []string{metrics.OutcomeSucceeded, metrics.OutcomeFailed, metrics.OutcomeDeadlineExceeded, metrics.OutcomeInterrupted, metrics.OutcomePlanChanged, metrics.OutcomeDestructive}
 	metricTriggers = []string{metrics.TriggerBackoff, metrics.TriggerAnnotation, metrics.TriggerInterrupt}
 )
 

@@ -98,6 +98,12 @@ variable "credential_check" {
   description = "If set, each new value runs one whoami with the credential from the environment and one with the file: how a test sees which credential a later Job used (SPEC J2, R3)."
 }
 
+variable "credential_checks" {
+  type        = list(string)
+  default     = []
+  description = "Like credential_check, one check per value; a value added to the list runs its checks and replaces or deletes nothing, so a cluster's guarded apply (SPEC O8's destructive guard) lets it through."
+}
+
 locals {
   # Deterministic, so the id is known before the resource exists and lands in
   # the state through terraform_data's input/output: no provider needed to
@@ -155,6 +161,23 @@ resource "terraform_data" "credential_check" {
   count            = var.credential_check != "" ? 1 : 0
   depends_on       = [terraform_data.resource]
   triggers_replace = var.credential_check
+
+  provisioner "local-exec" {
+    interpreter = [var.client, "whoami", "--endpoint", var.fakecloud_endpoint, "--credential-source"]
+    command     = "env"
+  }
+
+  provisioner "local-exec" {
+    interpreter = [var.client, "whoami", "--endpoint", var.fakecloud_endpoint, "--credential-file", var.credential_file, "--credential-source"]
+    command     = "file"
+  }
+}
+
+# One check per value of credential_checks: adding a value only creates.
+resource "terraform_data" "credential_checks" {
+  for_each   = toset(var.credential_checks)
+  depends_on = [terraform_data.resource]
+  input      = each.key
 
   provisioner "local-exec" {
     interpreter = [var.client, "whoami", "--endpoint", var.fakecloud_endpoint, "--credential-source"]

@@ -167,6 +167,12 @@ const (
 	// another plan; it applied nothing, and a new plan waits for approval.
 	// Not a failure: no backoff (A3-69).
 	ReasonPlanChanged ConditionReason = "PlanChanged"
+	// ReasonDestructivePlanBlocked (ApplyJobSucceeded, SPEC O8, A1-154):
+	// a cluster under applyPolicy Automatic planned to delete or replace
+	// resources; its guarded apply applied nothing, and the plan waits for
+	// approval as a TerraformPlan with reason Destructive
+	// (status.pendingPlanRef). Not a failure: no backoff (A3-69).
+	ReasonDestructivePlanBlocked ConditionReason = "DestructivePlanBlocked"
 )
 
 // Reasons of OutputsAvailable (SPEC T4).

@@ -72,7 +72,7 @@ type RunRecord struct {
 
 // RunErrorKind says what ended a run that did not succeed (SPEC O1;
 // upstream's error kinds, A1-80).
-// +kubebuilder:validation:Enum=step;image-layout;image-pull;interrupted;deadline;runner;plan-changed;unknown
+// +kubebuilder:validation:Enum=step;image-layout;image-pull;interrupted;deadline;runner;plan-changed;destructive;unknown
 type RunErrorKind string
 
 const (
@@ -94,6 +94,10 @@ const (
 	// again and found another plan: it applied nothing. Not a failure
 	// (A3-69): a new plan waits for approval, with no backoff.
 	RunErrorPlanChanged RunErrorKind = "plan-changed"
+	// RunErrorDestructive: a guarded cluster apply (SPEC O8, upstream
+	// A3-64) planned to delete or replace resources: it applied nothing.
+	// Not a failure (A3-69): a Destructive plan waits for approval.
+	RunErrorDestructive RunErrorKind = "destructive"
 	// RunErrorUnknown: no readable result document says why (the pod is
 	// gone, was killed or out of memory, or its message is not a
 	// document); the summary says what the Job and its pod reported.

@@ -265,6 +265,7 @@ func (e *Env) CatchUp(t testing.TB) {
 		{e.Cinf.TerraformMachinePools().Informer(), func() (runtime.Object, error) {
 			return c.TerraformMachinePools("").List(ctx, metav1.ListOptions{})
 		}, nil},
+		{e.Cinf.TerraformPlans().Informer(), func() (runtime.Object, error) { return c.TerraformPlans("").List(ctx, metav1.ListOptions{}) }, nil},
 		{e.Mirrors.Core().V1().Secrets().Informer(), func() (runtime.Object, error) { return e.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}) },
 			func(o runtime.Object) bool {
 				return o.(*corev1.Secret).Labels[v1alpha1.LabelMirrored] == v1alpha1.LabelTrue
