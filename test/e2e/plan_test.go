@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -37,21 +36,8 @@ func (e *env) manualPlanOnNode(ctx context.Context, t *testing.T) {
 	vars["content"] = content
 	changed := time.Now()
 	e.editClusterNamed(ctx, t, name, func(c *v1alpha1.TerraformCluster) { c.Spec.Variables = variables(t, vars) })
-	clusters := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant)
-	var ref string
-	var gen int64
-	e.waitFor(ctx, t, 5*time.Minute, "O8: "+name+"'s plan waits for approval", func() (bool, string) {
-		got, err := clusters.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		cond := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
-		if cond == nil || cond.Reason != string(v1alpha1.ReasonPlanAwaitingApproval) || got.Status.PendingPlanRef == nil {
-			return false, fmt.Sprintf("ApplyJobSucceeded %+v; pods: %s", cond, e.podSummary(ctx, tenant))
-		}
-		ref, gen = got.Status.PendingPlanRef.Name, got.Generation
-		return true, ""
-	})
+	got, ref := e.waitPendingPlan(ctx, t, name, v1alpha1.ReasonPlanAwaitingApproval)
+	gen := got.Generation
 	t.Logf("O8 Manual: TerraformPlan %s waits for approval %s after the spec change", ref, time.Since(changed).Round(time.Second))
 	plan, err := e.captf.InfrastructureV1alpha1().TerraformPlans(tenant).Get(ctx, ref, metav1.GetOptions{})
 	if err != nil {

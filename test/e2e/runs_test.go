@@ -260,23 +260,7 @@ func (e *env) variablesFromConfigMap(ctx context.Context, t *testing.T) {
 // replaces the module's credential check and nothing else, unapproved.
 func (e *env) destructivePlan(ctx context.Context, t *testing.T, name string) *v1alpha1.TerraformPlan {
 	t.Helper()
-	clusters := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant)
-	var ref string
-	e.waitFor(ctx, t, 5*time.Minute, "O8: "+name+" stops at a Destructive plan", func() (bool, string) {
-		got, err := clusters.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
-		if c == nil || c.Reason != string(v1alpha1.ReasonDestructivePlanBlocked) || got.Status.PendingPlanRef == nil {
-			return false, fmt.Sprintf("ApplyJobSucceeded %+v; pods: %s", c, e.podSummary(ctx, tenant))
-		}
-		ref = got.Status.PendingPlanRef.Name
-		if !strings.Contains(c.Message, ref) {
-			t.Errorf("O8: ApplyJobSucceeded does not name the plan %s: %s", ref, c.Message)
-		}
-		return true, ""
-	})
+	_, ref := e.waitPendingPlan(ctx, t, name, v1alpha1.ReasonDestructivePlanBlocked)
 	plan, err := e.captf.InfrastructureV1alpha1().TerraformPlans(tenant).Get(ctx, ref, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("O8: the pending plan %s: %v", ref, err)
@@ -304,4 +288,28 @@ func (e *env) approvePlan(ctx context.Context, t *testing.T, name string) {
 		t.Errorf("O8: TerraformPlan %s approved without approvedBy", name)
 	}
 	t.Logf("O8: TerraformPlan %s approved by %s", name, p.Spec.ApprovedBy)
+}
+
+// waitPendingPlan waits until the tenant's cluster name waits for the
+// approval of a plan (SPEC O8): ApplyJobSucceeded with reason, naming the
+// plan status.pendingPlanRef names. It returns the cluster and the plan's
+// name.
+func (e *env) waitPendingPlan(ctx context.Context, t *testing.T, name string, reason v1alpha1.ConditionReason) (*v1alpha1.TerraformCluster, string) {
+	t.Helper()
+	var got *v1alpha1.TerraformCluster
+	e.waitFor(ctx, t, 5*time.Minute, fmt.Sprintf("O8: %s waits for a plan's approval (%s)", name, reason), func() (bool, string) {
+		var err error
+		if got, err = e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, string(v1alpha1.ConditionApplyJobSucceeded))
+		if c == nil || c.Reason != string(reason) || got.Status.PendingPlanRef == nil {
+			return false, fmt.Sprintf("ApplyJobSucceeded %+v; pods: %s", c, e.podSummary(ctx, tenant))
+		}
+		if !strings.Contains(c.Message, got.Status.PendingPlanRef.Name) {
+			t.Errorf("O8: ApplyJobSucceeded does not name the plan %s: %s", got.Status.PendingPlanRef.Name, c.Message)
+		}
+		return true, ""
+	})
+	return got, got.Status.PendingPlanRef.Name
 }

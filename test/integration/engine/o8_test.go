@@ -12,9 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/runresult"
@@ -37,35 +35,11 @@ import (
 // (A3-69); its plan, approved, is applied and marked Applied.
 func TestPlanFlowO8(t *testing.T) {
 	f := setup(t)
-	ns := f.Env.CreateNamespace(t, "tenant", nil)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	clusters := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "o8", Annotations: framework.Standalone()},
-		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"},
-			ApplyPolicy: v1alpha1.ApplyManual, Drift: &v1alpha1.DriftSpec{IntervalSeconds: new(int32)}}}
-	c, err := clusters.Create(f.Ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// A3-63: the first apply is not gated.
-	first := f.WaitJob(ns, v1alpha1.JobActionApply)
-	endPod(f, ns, first, 0, resultDoc(t, &runresult.Result{Operation: runresult.OperationApply}), "")
-	f.WaitFor("the first apply recorded", func() (bool, string) {
-		st := f.GetCluster(ns, c.Name).Status
-		return st.LastApply != nil && st.LastApply.Outcome == v1alpha1.RunSucceeded, fmt.Sprintf("%+v", st.LastApply)
-	})
+	ns, c, first := appliedOnce(f, "o8", v1alpha1.ApplyManual)
 
 	// A spec change: a plan Job, not an apply Job.
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := f.GetCluster(ns, c.Name)
-		cur.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":"large"}`)}
-		_, err := clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	setClusterVariables(f, ns, c.Name, `{"size":"large"}`)
 	pj := f.WaitJob(ns, v1alpha1.JobActionPlan)
 	if cmd := strings.Join(pj.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(cmd, "captf runner plan ") {
 		t.Fatalf("O8: the plan Job runs %q", cmd)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
@@ -29,35 +30,11 @@ import (
 // (--expect-plan, captf.io/plan, no guard), and the plan is Applied.
 func TestDestructiveGuardO8(t *testing.T) {
 	f := setup(t)
-	ns := f.Env.CreateNamespace(t, "tenant", nil)
-	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
-	clusters := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
-	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "guarded", Annotations: framework.Standalone()},
-		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"},
-			Drift: &v1alpha1.DriftSpec{IntervalSeconds: new(int32)}}}
-	c, err := clusters.Create(f.Ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := f.WaitJob(ns, v1alpha1.JobActionApply)
+	ns, c, first := appliedOnce(f, "guarded", v1alpha1.ApplyAutomatic)
 	if cmd := strings.Join(first.Spec.Template.Spec.Containers[0].Command, " "); strings.Contains(cmd, "--guard-deletes") {
 		t.Fatalf("O8: the first apply is guarded: %q", cmd)
 	}
-	endPod(f, ns, first, 0, resultDoc(t, &runresult.Result{Operation: runresult.OperationApply}), "")
-	f.WaitFor("the first apply recorded", func() (bool, string) {
-		st := f.GetCluster(ns, c.Name).Status
-		return st.LastApply != nil && st.LastApply.Outcome == v1alpha1.RunSucceeded, fmt.Sprintf("%+v", st.LastApply)
-	})
-
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := f.GetCluster(ns, c.Name)
-		cur.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"lb_name":"renamed"}`)}
-		_, err := clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	setClusterVariables(f, ns, c.Name, `{"lb_name":"renamed"}`)
 	guarded := waitJobNamed(f, ns, v1alpha1.JobActionApply, first.Name)
 	if cmd := strings.Join(guarded.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--guard-deletes") {
 		t.Fatalf("O8: the second apply is not guarded: %q", cmd)
@@ -99,5 +76,44 @@ func TestDestructiveGuardO8(t *testing.T) {
 	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionTrue, v1alpha1.ReasonApplySucceeded)
 	if st := f.GetCluster(ns, c.Name).Status; st.PendingPlanRef != nil {
 		t.Fatalf("O8: pendingPlanRef %+v after the applied plan", st.PendingPlanRef)
+	}
+}
+
+// appliedOnce creates the standalone TerraformCluster name under policy,
+// drift off, in a new namespace with an identity for it, and completes its
+// first apply Job; it returns the namespace, the cluster and that Job.
+func appliedOnce(f *framework.Fixture, name string, policy v1alpha1.ApplyPolicy) (string, *v1alpha1.TerraformCluster, batchv1.Job) {
+	f.T.Helper()
+	ns := f.Env.CreateNamespace(f.T, "tenant", nil)
+	id := f.Identity(f.Source(framework.DefaultData(secretValue)), framework.List(ns))
+	c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: framework.Standalone()},
+		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: id}, Source: v1alpha1.SourceSpec{Image: "example.com/module:1"},
+			ApplyPolicy: policy, Drift: &v1alpha1.DriftSpec{IntervalSeconds: new(int32)}}}
+	c, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(f.Ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	first := f.WaitJob(ns, v1alpha1.JobActionApply)
+	endPod(f, ns, first, 0, resultDoc(f.T, &runresult.Result{Operation: runresult.OperationApply}), "")
+	f.WaitFor("the first apply recorded", func() (bool, string) {
+		st := f.GetCluster(ns, c.Name).Status
+		return st.LastApply != nil && st.LastApply.Outcome == v1alpha1.RunSucceeded, fmt.Sprintf("%+v", st.LastApply)
+	})
+	return ns, c, first
+}
+
+// setClusterVariables sets the cluster's spec.variables to the JSON vars:
+// a new generation.
+func setClusterVariables(f *framework.Fixture, ns, name, vars string) {
+	f.T.Helper()
+	clusters := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := f.GetCluster(ns, name)
+		cur.Spec.Variables = &runtime.RawExtension{Raw: []byte(vars)}
+		_, err := clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		f.T.Fatal(err)
 	}
 }
