@@ -150,3 +150,25 @@ func TestDriftObjectDue(t *testing.T) {
 		t.Fatalf("due %s, want %s", o.due, want)
 	}
 }
+
+// -smoke runs every scenario but drift, which lasts its interval; the full
+// run ends with it; -scenarios still wins over -smoke.
+func TestSmokeLeavesOutDrift(t *testing.T) {
+	var stderr strings.Builder
+	c, err := parseFlags([]string{"-smoke"}, &stderr)
+	if err != nil {
+		t.Fatal(err, stderr.String())
+	}
+	if c.has("drift") || !c.has("capi") {
+		t.Errorf("-smoke runs %v", c.Scenarios)
+	}
+	if sc := smokeConfig().Scenarios; strings.Contains(strings.Join(sc, ","), "drift") {
+		t.Errorf("TestBenchSmoke runs %v", sc)
+	}
+	if c, err = parseFlags(nil, &stderr); err != nil || c.Scenarios[len(c.Scenarios)-1] != "drift" {
+		t.Errorf("the full run: %v, %v", c.Scenarios, err)
+	}
+	if c, err = parseFlags([]string{"-smoke", "-scenarios=drift"}, &stderr); err != nil || !c.has("drift") || len(c.Scenarios) != 1 {
+		t.Errorf("-smoke -scenarios=drift: %v, %v", c.Scenarios, err)
+	}
+}
