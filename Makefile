@@ -125,7 +125,7 @@ help:
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: control-plane capi-tools ## Full benchmark: 1,000 namespaces, 10,000 unrelated Secrets, 2,000 shared objects (about 13 minutes). BENCH_ARGS adds flags.
+bench: control-plane capi-tools ## Full benchmark: 1,000 namespaces, 10,000 unrelated Secrets, 2,000 shared objects, drift at 1,000 objects over a 30-minute interval (about 55 minutes). BENCH_ARGS adds flags.
 	$(GO) run ./test/bench $(BENCH_ARGS)
 
 .PHONY: bench-smoke

@@ -47,15 +47,28 @@
 //	          finisher plays the apply Jobs' pods: time until all are
 //	          provisioned, then one --sync-period pass and a restart, each
 //	          one source GET per identity and no write (issue 21).
+//	drift     O7 at scale (issue 24): -drift-objects clusters with a module
+//	          in -drift-namespaces namespaces under a manager with
+//	          --drift-default-interval=-drift-interval; a finisher completes
+//	          every Job, a drift Job's pod ending with the runner's document
+//	          of a check that found no drift. After every cluster applied,
+//	          the manager's requests are sampled every second for one
+//	          interval, the largest jitter and a slack after the last apply:
+//	          drift Jobs per cluster (must be exactly one), none before it is
+//	          due, writes per drift Job, and writes while no check is due or
+//	          being recorded (must be 0). Long: the interval itself (30m by
+//	          default, so about 40 minutes), and not part of -smoke.
 //
 // Durations are reported, never asserted. With -check (make bench-smoke, and
 // TestBenchSmoke) the program fails when a correctness check fails: an object
 // not mirrored, a lost or extra owner reference, a rotation that does not
-// complete, a mirror write in a steady pass or a restart.
+// complete, a mirror write in a steady pass or a restart, a cluster with more
+// or fewer drift Jobs than its interval implies, a write between drift checks.
 //
 //	go run ./test/bench                      # full run (make bench)
 //	go run ./test/bench -smoke -check        # the CI-sized run (make bench-smoke)
 //	go run ./test/bench -scenarios=fanout -namespaces=300 -json=out.json
+//	go run ./test/bench -scenarios=drift -drift-objects=50 -drift-interval=2m -check
 package main
 
 import (
@@ -74,7 +87,11 @@ import (
 )
 
 // allScenarios in the order they run.
-var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady", "restart", "s4pass", "jobs", "capi"}
+var allScenarios = []string{"fanout", "rotation", "memory", "shared", "steady", "restart", "s4pass", "jobs", "capi", "drift"}
+
+// smokeScenarios are the scenarios of -smoke: all but drift, which lasts
+// at least one drift interval.
+var smokeScenarios = []string{"fanout", "rotation", "memory", "shared", "steady", "restart", "s4pass", "jobs", "capi"}
 
 // Config are the benchmark's settings.
 type Config struct {
@@ -100,6 +117,10 @@ type Config struct {
 	// CAPIClusters Cluster API Clusters with CAPIMachines Machines each,
 	// using CAPIIdentities identities.
 	CAPIClusters, CAPIMachines, CAPIIdentities int
+	// DriftObjects clusters with a module in DriftNamespaces namespaces
+	// under --drift-default-interval=DriftInterval.
+	DriftObjects, DriftNamespaces int
+	DriftInterval                 time.Duration
 
 	// The manager's client limits and workers (and the baseline's). Zero
 	// values mean the manager's defaults; the manager gets a flag only
@@ -158,6 +179,9 @@ func defaultConfig() *Config {
 		CAPIClusters:        300,
 		CAPIMachines:        2,
 		CAPIIdentities:      10,
+		DriftObjects:        1000,
+		DriftNamespaces:     20,
+		DriftInterval:       30 * time.Minute,
 		QPS:                 d.QPS,
 		Burst:               d.Burst,
 		Workers:             d.Workers,
@@ -197,6 +221,7 @@ func smokeConfig() *Config {
 	c.Quiet = 2 * time.Second
 	c.Timeout = 5 * time.Minute
 	c.Check = true
+	c.Scenarios = smokeScenarios
 	return c
 }
 
@@ -253,7 +278,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := defaultConfig()
-	smoke := fs.Bool("smoke", false, "CI-sized run: 100 namespaces, 1,000 unrelated Secrets, 20 labelled ones, 200 shared objects in 20 namespaces, short periods, -check (size flags still override)")
+	smoke := fs.Bool("smoke", false, "CI-sized run: 100 namespaces, 1,000 unrelated Secrets, 20 labelled ones, 200 shared objects in 20 namespaces, short periods, -check, every scenario but drift (size flags and -scenarios still override)")
 	scenarios := stringList(c.Scenarios)
 	fs.Var(&scenarios, "scenarios", "comma-separated scenarios: "+strings.Join(allScenarios, ","))
 	fs.IntVar(&c.Namespaces, "namespaces", c.Namespaces, "fan-out/rotation/steady: namespaces, one TerraformCluster each")
@@ -272,6 +297,9 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&c.CAPIClusters, "capi-clusters", c.CAPIClusters, "capi: Cluster API Clusters, one namespace each")
 	fs.IntVar(&c.CAPIMachines, "capi-machines", c.CAPIMachines, "capi: Machines per Cluster")
 	fs.IntVar(&c.CAPIIdentities, "capi-identities", c.CAPIIdentities, "capi: identities the clusters use")
+	fs.IntVar(&c.DriftObjects, "drift-objects", c.DriftObjects, "drift: clusters with a module")
+	fs.IntVar(&c.DriftNamespaces, "drift-namespaces", c.DriftNamespaces, "drift: namespaces they are spread over")
+	fs.DurationVar(&c.DriftInterval, "drift-interval", c.DriftInterval, "drift: the manager's --drift-default-interval; the scenario lasts about 1.15 times it after the applies")
 	fs.Float64Var(&c.QPS, "qps", c.QPS, "the manager's --kube-api-qps, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Burst, "burst", c.Burst, "the manager's --kube-api-burst, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "the manager's --workers, and the baseline's concurrency (default: the manager's default)")
@@ -338,6 +366,9 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 		apply("quiet", &c.Quiet, &s.Quiet)
 		apply("timeout", &c.Timeout, &s.Timeout)
 		apply("check", &c.Check, &s.Check)
+		if !set["scenarios"] {
+			scenarios = s.Scenarios
+		}
 	}
 	c.qpsSet, c.burstSet, c.workersSet = set["qps"], set["burst"], set["workers"]
 	c.Scenarios = scenarios
@@ -370,6 +401,9 @@ func (c *Config) validate() error {
 	}
 	if c.CAPIClusters < 1 || c.CAPIMachines < 0 || c.CAPIIdentities < 1 || c.CAPIIdentities > c.CAPIClusters {
 		errs = append(errs, errors.New("-capi-clusters and -capi-identities must be positive, -capi-identities at most -capi-clusters, -capi-machines not negative"))
+	}
+	if c.DriftObjects < 1 || c.DriftNamespaces < 1 || c.DriftInterval < 10*time.Second {
+		errs = append(errs, errors.New("-drift-objects and -drift-namespaces must be positive, -drift-interval at least 10s"))
 	}
 	if c.QPS <= 0 || c.Burst < 1 || c.Workers < 1 || c.CreateWorkers < 1 {
 		errs = append(errs, errors.New("-qps, -burst, -workers and -create-workers must be positive"))

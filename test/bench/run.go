@@ -87,6 +87,7 @@ func run(ctx context.Context, cfg *Config, log io.Writer) (res *results, err err
 		{"s4pass", b.identityPass},
 		{"jobs", b.jobs},
 		{"capi", b.capi},
+		{"drift", b.drift},
 	}
 	for _, s := range steps {
 		// Rotation and steady run on the fan-out's fleet: build it (without
@@ -362,6 +363,9 @@ func configMap(c *Config) map[string]any {
 		"capiClusters":        c.CAPIClusters,
 		"capiMachines":        c.CAPIMachines,
 		"capiIdentities":      c.CAPIIdentities,
+		"driftObjects":        c.DriftObjects,
+		"driftNamespaces":     c.DriftNamespaces,
+		"driftInterval":       c.DriftInterval.String(),
 		"qps":                 c.QPS,
 		"burst":               c.Burst,
 		"workers":             c.Workers,
