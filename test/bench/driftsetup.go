@@ -35,18 +35,9 @@ func (b *bench) createDriftClusters(ctx context.Context, n int) ([]string, error
 	if err := b.createIdentity(ctx, driftIdentity, driftIdentity, &v1alpha1.AllowedNamespaces{List: nss}); err != nil {
 		return nil, err
 	}
-	keys := make([]string, n)
-	err := parallel(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
-		ns, name := nss[i%len(nss)], fmt.Sprintf("d%05d", i)
-		keys[i] = ns + "/" + name
-		c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: standalone()},
-			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: driftIdentity},
-				Source: v1alpha1.SourceSpec{Image: "example.com/bench-drift-module:1"}}}
-		_, err := b.e.captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
-		return err
-	})
+	keys, err := b.createClusters(ctx, nss, n, "d", driftIdentity, "example.com/bench-drift-module:1")
 	if err != nil {
-		return nil, fmt.Errorf("creating clusters: %w", err)
+		return nil, err
 	}
 	fmt.Fprintf(b.log, "created %d clusters with a module in %d namespaces\n", n, len(nss))
 	return keys, nil

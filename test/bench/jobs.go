@@ -131,18 +131,9 @@ func (b *bench) jobs(ctx context.Context) error {
 	if err := b.createIdentity(ctx, jobsIdentity, jobsIdentity, &v1alpha1.AllowedNamespaces{List: nss}); err != nil {
 		return err
 	}
-	keys := make([]string, n)
-	err := parallel(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
-		ns, name := nss[i%len(nss)], fmt.Sprintf("c%05d", i)
-		keys[i] = ns + "/" + name
-		c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: standalone()},
-			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: jobsIdentity},
-				Source: v1alpha1.SourceSpec{Image: "example.com/bench-module:1"}}}
-		_, err := b.e.captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
-		return err
-	})
+	keys, err := b.createClusters(ctx, nss, n, "c", jobsIdentity, "example.com/bench-module:1")
 	if err != nil {
-		return fmt.Errorf("creating clusters: %w", err)
+		return err
 	}
 	fmt.Fprintf(b.log, "created %d clusters with a module in %d namespaces, no manager running\n", n, len(nss))
 
@@ -225,4 +216,24 @@ func (b *bench) jobs(ctx context.Context) error {
 		b.res.fail("jobs: the pass after every cluster applied wrote %.0f times (%s)", writes, faultkit.FormatCounts(d.Requests()))
 	}
 	return nil
+}
+
+// createClusters creates n standalone TerraformClusters of identity and
+// image, <prefix><5 digits>, spread over the namespaces nss, and returns
+// their namespace/name keys in order.
+func (b *bench) createClusters(ctx context.Context, nss []string, n int, prefix, identity, image string) ([]string, error) {
+	keys := make([]string, n)
+	err := parallel(ctx, n, b.cfg.CreateWorkers, func(ctx context.Context, i int) error {
+		ns, name := nss[i%len(nss)], fmt.Sprintf("%s%05d", prefix, i)
+		keys[i] = ns + "/" + name
+		c := &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: standalone()},
+			Spec: v1alpha1.TerraformClusterSpec{IdentityRef: &v1alpha1.IdentityReference{Name: identity},
+				Source: v1alpha1.SourceSpec{Image: image}}}
+		_, err := b.e.captf.InfrastructureV1alpha1().TerraformClusters(ns).Create(ctx, c, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating clusters: %w", err)
+	}
+	return keys, nil
 }
