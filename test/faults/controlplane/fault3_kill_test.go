@@ -180,7 +180,10 @@ func TestManagerKilledDuringDeletion(t *testing.T) {
 		}
 	}
 	cf.Start(watchCtx.Done())
-	defer cf.Shutdown()
+	// The informers stop only when watchCtx ends: cancel it first, or a
+	// t.Fatal below would wait in Shutdown forever (the cold side-by-side
+	// run of issue 21 hung here for 38 minutes on a failed restart).
+	defer func() { stopWatch(); cf.Shutdown() }()
 	cf.WaitForCacheSync(watchCtx.Done())
 	checks := 0
 	watchers.Go(func() {

@@ -61,6 +61,10 @@ func (e *Env) StartManager(t testing.TB, o ManagerOptions) *Manager {
 	return e.startManagerT(t, o, t.TempDir(), 20000, nil)
 }
 
+// managerReadyBound is how long a started manager may take to report
+// /readyz before the start counts as failed.
+const managerReadyBound = 3 * time.Minute
+
 // startManagerT starts a manager with its log in dir for t: started, if
 // not nil, is called with the process (even one that then failed to get
 // ready), which is stopped when the test ends; the last logTail bytes of
@@ -182,7 +186,10 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 	if o.NoWait {
 		return m, nil
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	// A bound for a hung start, not a measure of start-up: on a loaded
+	// 2-core machine (a cold CI run, suites side by side) syncing the
+	// caches of a large test has taken over a minute.
+	deadline := time.Now().Add(managerReadyBound)
 	for {
 		if m.Exited() {
 			return m, fmt.Errorf("manager exited during start-up: %v\n%s", m.err, tail([]byte(m.Log()), 5000))
@@ -192,7 +199,7 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 			return m, nil
 		}
 		if time.Now().After(deadline) {
-			return m, fmt.Errorf("manager not ready after 60s: /readyz %d %s\n%s", code, body, tail([]byte(m.Log()), 5000))
+			return m, fmt.Errorf("manager not ready after %v: /readyz %d %s\n%s", managerReadyBound, code, body, tail([]byte(m.Log()), 5000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
