@@ -6,17 +6,10 @@
 // strictly ordered.
 package freshness
 
-import (
-	"math"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Stamp is a point on the logical clock; later events have larger stamps.
 type Stamp uint64
-
-// Never is later than every stamp: a key whose next add is still pending
-// (a delayed or rate-limited requeue) accepts no read made before it.
-const Never = Stamp(math.MaxUint64)
 
 var clock atomic.Uint64
 

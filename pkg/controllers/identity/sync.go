@@ -77,13 +77,14 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 // change of it, of a mirror or Job, S1's timed requeue), so each sees a
 // read at least as new as itself; the identity's start-up pass reuses the
 // read its users' reconciles began, and theirs its. A key added again
-// while this pass runs will be passed again, with its own ticket; this
-// pass reads afresh.
+// while this pass runs will be passed again, with its own ticket. While
+// S1's timed requeue is pending the pass reads afresh: S1 reads on every
+// pass of an identity, which costs O(identities).
 func (c *Controller) ticket(key cache.ObjectName) source.Ticket {
-	if t := c.queue.AddedAt(key); t != freshness.Never {
-		return t
+	if c.queue.Pending(key) {
+		return c.source.Begin()
 	}
-	return c.source.Begin()
+	return c.queue.AddedAt(key)
 }
 
 // gather reads everything decide needs: the source uncached (S1), the

@@ -27,9 +27,18 @@ import (
 type Queue interface {
 	workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	// AddedAt returns the stamp of key's last add on every add path
-	// (handlers, the resync ticker, timed and rate-limited requeues);
-	// freshness.Never while a timed requeue of it is still pending.
+	// (handlers, the resync ticker, timed and rate-limited requeues, but
+	// not Wake); a key never stamped accepts only reads from now on.
 	AddedAt(key cache.ObjectName) freshness.Stamp
+	// Wake adds key after d without stamping it: a scheduled look (a
+	// backoff's end, a drift check, the image-pull check, a lock's expiry)
+	// is not a change, so its reconcile may use the source read that the
+	// key's last add allows (SPEC P1: a drift schedule of N objects costs
+	// no source reads of its own).
+	Wake(key cache.ObjectName, d time.Duration)
+	// Pending says whether a timed add of key (AddAfter, AddRateLimited,
+	// Wake) has not fired yet.
+	Pending(key cache.ObjectName) bool
 	// Drop forgets everything the queue keeps about key but a pending add:
 	// its stamps and its backoff (the object is gone, SPEC B15). A timed
 	// add still pending runs, and its reconcile finds the object gone.
@@ -69,8 +78,11 @@ func NewQueue(name string, clk clock.WithTickerAndDelayedExecution) Queue {
 	}
 }
 
-// trackingQueue records, per key, the stamp of its last add and how many
-// timed adds are still pending.
+// trackingQueue records, per key, the stamp of its last add and its one
+// pending timed add. Timed adds run on the queue's own timers rather than
+// the embedded queue's AddAfter, so a key is stamped before it is added:
+// a reconcile never sees the add without its stamp, and a key with a timed
+// add pending keeps the stamp of its last add until then.
 type trackingQueue struct {
 	workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	limiter workqueue.TypedRateLimiter[cache.ObjectName]
@@ -87,8 +99,14 @@ func (q *trackingQueue) Hold() { q.held.Store(true) }
 func (q *trackingQueue) Open() { q.held.Store(false) }
 
 type stamps struct {
-	last    freshness.Stamp
-	pending int
+	last freshness.Stamp // zero: never stamped
+	// timer is the pending timed add, due at due; stamp says whether it
+	// stamps the key when it fires (AddAfter) or not (Wake). A later
+	// timed add of the key waits for the earlier one, as the embedded
+	// queue's AddAfter would: the reconcile it brings schedules again.
+	timer clock.Timer
+	due   time.Time
+	stamp bool
 }
 
 func (q *trackingQueue) entry(key cache.ObjectName) *stamps {
@@ -125,34 +143,58 @@ func (q *trackingQueue) AddStamped(at freshness.Stamp, keys ...cache.ObjectName)
 	}
 }
 
-// AddAfter adds key after d. Until then its stamp is Never (a reconcile of
-// an earlier add reads afresh); when d has passed it is stamped like an Add,
-// just before or after the queue adds it (either way no older read passes).
+// AddAfter adds key after d, stamped when d has passed, just before the
+// add (a retry after an error reads afresh). Until then the key keeps the
+// stamp of its last add.
 func (q *trackingQueue) AddAfter(key cache.ObjectName, d time.Duration) {
+	q.addAfter(key, d, true)
+}
+
+func (q *trackingQueue) Wake(key cache.ObjectName, d time.Duration) {
+	q.addAfter(key, d, false)
+}
+
+func (q *trackingQueue) addAfter(key cache.ObjectName, d time.Duration, stamp bool) {
 	if q.held.Load() {
 		return
 	}
 	if d <= 0 {
-		q.Add(key)
+		if stamp {
+			q.Add(key)
+		} else {
+			q.TypedRateLimitingInterface.Add(key)
+		}
 		return
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	e := q.entry(key)
-	e.pending++
-	q.mu.Unlock()
-	q.clock.AfterFunc(d, func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if q.stamps[key] != e {
-			// Dropped meanwhile (B15): the add finds the object gone, or a
-			// new one whose own adds are stamped; recreating the entry
-			// would keep it forever.
+	due := q.clock.Now().Add(d)
+	if e.timer != nil {
+		e.stamp = e.stamp || stamp
+		if !due.Before(e.due) || !e.timer.Stop() {
+			// The pending add comes first (or is firing now).
 			return
 		}
-		e.pending = max(0, e.pending-1)
-		e.last = freshness.Now()
-	})
-	q.TypedRateLimitingInterface.AddAfter(key, d)
+	}
+	e.due, e.stamp = due, e.stamp || stamp
+	e.timer = q.clock.AfterFunc(d, func() { q.fire(key, e) })
+}
+
+// fire runs a timed add of key whose entry was e: the key is stamped (when
+// the add asks it) before it is added. A key dropped meanwhile (B15) is
+// added plainly, its reconcile finding the object gone, or a new object
+// whose own adds are stamped; recreating the entry would keep it forever.
+func (q *trackingQueue) fire(key cache.ObjectName, e *stamps) {
+	q.mu.Lock()
+	if q.stamps[key] == e {
+		if e.stamp {
+			e.last = freshness.Now()
+		}
+		e.timer, e.stamp = nil, false
+	}
+	q.mu.Unlock()
+	q.TypedRateLimitingInterface.Add(key)
 }
 
 // AddRateLimited adds key after its backoff, as the embedded queue would,
@@ -164,16 +206,19 @@ func (q *trackingQueue) AddRateLimited(key cache.ObjectName) {
 func (q *trackingQueue) AddedAt(key cache.ObjectName) freshness.Stamp {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	e := q.stamps[key]
-	switch {
-	case e == nil:
-		// Never added through this queue (a direct call, a test): any
-		// read that begins from now on.
-		return freshness.Now()
-	case e.pending > 0:
-		return freshness.Never
+	if e := q.stamps[key]; e != nil && e.last != 0 {
+		return e.last
 	}
-	return e.last
+	// Never stamped through this queue (a direct call, a test, a key only
+	// woken): any read that begins from now on.
+	return freshness.Now()
+}
+
+func (q *trackingQueue) Pending(key cache.ObjectName) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	e := q.stamps[key]
+	return e != nil && e.timer != nil
 }
 
 func (q *trackingQueue) Drop(key cache.ObjectName) {

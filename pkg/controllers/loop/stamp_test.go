@@ -27,8 +27,9 @@ import (
 )
 
 // P1: every add path stamps the key: Add at once; AddAfter and
-// AddRateLimited only when the delay has passed (Never until then, so a
-// reconcile of an earlier add never takes a read from before the requeue).
+// AddRateLimited when the delay has passed, just before the add (until
+// then the key keeps the stamp of its last add: the pending add has not
+// happened, so a reconcile of the earlier one may use what it allowed).
 func TestQueueStampsEveryAddPath(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	q := NewQueue("test-stamps", clk)
@@ -40,24 +41,98 @@ func TestQueueStampsEveryAddPath(t *testing.T) {
 	added := q.AddedAt(key)
 	require.Greater(t, added, before, "Add stamps the key")
 	require.Less(t, added, freshness.Now())
+	take(t, q, key)
 
 	q.AddAfter(key, time.Minute)
-	require.Equal(t, freshness.Never, q.AddedAt(key), "a pending requeue accepts no earlier read")
+	require.Equal(t, added, q.AddedAt(key), "a pending requeue keeps the last add's stamp")
+	require.True(t, q.Pending(key))
 	mid := freshness.Now()
 	clk.Step(time.Minute)
-	require.Eventually(t, func() bool { return q.AddedAt(key) != freshness.Never }, 10*time.Second, time.Millisecond)
-	require.Greater(t, q.AddedAt(key), mid, "stamped when the delay passed")
+	take(t, q, key)
+	require.Greater(t, q.AddedAt(key), mid, "stamped when the delay passed, before the add")
+	require.False(t, q.Pending(key))
 
+	last := q.AddedAt(key)
 	q.AddRateLimited(key)
-	require.Equal(t, freshness.Never, q.AddedAt(key), "a rate-limited retry is stamped when it is added")
+	require.Equal(t, last, q.AddedAt(key))
+	mid = freshness.Now()
 	clk.Step(time.Hour)
-	require.Eventually(t, func() bool { return q.AddedAt(key) != freshness.Never }, 10*time.Second, time.Millisecond)
+	take(t, q, key)
+	require.Greater(t, q.AddedAt(key), mid, "a rate-limited retry is stamped when it is added")
 
 	other := cache.ObjectName{Namespace: "ns", Name: "never-added"}
 	require.Greater(t, q.AddedAt(other), added, "a key never added accepts only reads from now on")
 
 	q.Drop(key)
 	require.Greater(t, q.AddedAt(key), added, "dropped: as if never added")
+}
+
+// P1: Wake adds a key later without stamping it: a drift check or a
+// backoff's end is not a change, and reuses the read the key's last add
+// allows. A key only ever woken accepts only reads from now on.
+func TestWakeKeepsTheStamp(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := NewQueue("test-wake", clk)
+	defer q.ShutDown()
+	key := cache.ObjectName{Namespace: "ns", Name: "a"}
+	q.Add(key)
+	added := q.AddedAt(key)
+	take(t, q, key)
+
+	q.Wake(key, time.Minute)
+	clk.Step(time.Minute)
+	take(t, q, key)
+	require.Equal(t, added, q.AddedAt(key), "a wake-up is not stamped")
+
+	q.Wake(key, 0)
+	take(t, q, key)
+	require.Equal(t, added, q.AddedAt(key), "nor one due at once")
+
+	woken := cache.ObjectName{Namespace: "ns", Name: "woken"}
+	q.Wake(woken, time.Second)
+	clk.Step(time.Second)
+	take(t, q, woken)
+	require.Greater(t, q.AddedAt(woken), added, "never stamped: only reads from now on")
+}
+
+// One timed add per key is pending, the earliest, as the embedded queue's
+// AddAfter keeps it: a later one waits for it (its reconcile schedules
+// again); an earlier one replaces it. An AddAfter merged with a Wake still
+// stamps.
+func TestTimedAddsOfAKeyMerge(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	q := NewQueue("test-merge", clk)
+	defer q.ShutDown()
+	key := cache.ObjectName{Namespace: "ns", Name: "a"}
+	q.Add(key)
+	take(t, q, key)
+	added := q.AddedAt(key)
+
+	q.Wake(key, time.Hour)
+	q.Wake(key, 2*time.Hour)
+	q.AddAfter(key, time.Minute) // earlier and stamping: replaces the hour
+	clk.Step(time.Minute)
+	take(t, q, key)
+	require.Greater(t, q.AddedAt(key), added, "the stamping add came first")
+	clk.Step(3 * time.Hour)
+	time.Sleep(10 * time.Millisecond)
+	require.Zero(t, q.Len(), "the replaced and the later wake-ups do not add the key again")
+
+	q.Wake(key, time.Minute)
+	q.AddAfter(key, time.Hour) // later: merged into the pending wake-up, which now stamps
+	stamped := q.AddedAt(key)
+	clk.Step(time.Minute)
+	take(t, q, key)
+	require.Greater(t, q.AddedAt(key), stamped)
+}
+
+// take waits for key to be added and takes it out of q, as a worker would.
+func take(t *testing.T, q Queue, key cache.ObjectName) {
+	t.Helper()
+	require.Eventually(t, func() bool { return q.Len() == 1 }, 10*time.Second, time.Millisecond)
+	got, _ := q.Get()
+	require.Equal(t, key, got)
+	q.Done(got)
 }
 
 // P1: a batch shares one stamp taken before its first add, so a read that

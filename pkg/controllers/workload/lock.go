@@ -55,7 +55,7 @@ func (c *Controller) lockStep(ctx context.Context, w *workload, set jobSet, acti
 		}
 		setCondition(w, c.clock.Now(), v1alpha1.ConditionStateReadable, metav1.ConditionFalse, v1alpha1.ReasonStateLocked,
 			"the state lock Lease %s: %s; the %s Job starts once it is released (if it is stale: tofu force-unlock, or delete the Lease)", name, d.Message, action)
-		c.queues[w.kind.name].AddAfter(w.key(), lockRequeue)
+		c.queues[w.kind.name].Wake(w.key(), lockRequeue)
 		return false, nil
 	case statelock.ForceUnlock:
 		lease.Spec.HolderIdentity = nil

@@ -295,9 +295,11 @@ func retryRequested(w *workload, set jobSet) (token string, isNew bool) {
 }
 
 // requeueAt makes the object's key come back at t (the queue runs on the
-// controller's clock), when a backed-off retry is due.
+// controller's clock): a backed-off retry, a drift check, a plan's retry
+// or the image-pull check is due. A scheduled look is not a change, so it
+// reuses the source read its key's last add allows (P1).
 func (c *Controller) requeueAt(w *workload, t, now time.Time) {
-	c.queues[w.kind.name].AddAfter(w.key(), max(t.Sub(now), 0))
+	c.queues[w.kind.name].Wake(w.key(), max(t.Sub(now), 0))
 }
 
 // reportRecord sets ApplyJobSucceeded from a finished run (J7, T7, O2).
