@@ -70,7 +70,7 @@ func TestDropThenAddAgain(t *testing.T) {
 	got, _ := q.Get()
 	q.Done(got)
 	q.AddAfter(key, time.Hour) // the new object's own timed add
-	clk.Step(time.Minute) // the earlier object's add fires
+	clk.Step(time.Minute)      // the earlier object's add fires
 	require.Eventually(t, func() bool { return q.Len() == 1 }, 10*time.Second, time.Millisecond)
 	require.Equal(t, stamped, q.AddedAt(key), "the earlier object's add does not stamp the new one")
 	got, _ = q.Get()
