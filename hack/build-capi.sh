@@ -17,6 +17,7 @@ source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 tools="${root}/hack/tools/capi"
 mkdir -p "${bin}"
+build_lock capi
 
 version=$(cd "${tools}" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
 

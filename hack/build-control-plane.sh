@@ -24,6 +24,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 mkdir -p "${bin}"
+build_lock control-plane
 
 # build <dir under hack/tools> <binary name> <package> <version string> [ldflags]
 # The stamp is the version string; callers that pass ldflags put a marker for

@@ -17,6 +17,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 mkdir -p "${bin}"
+build_lock terraform
 
 version=$(cd "${root}/hack/tools/terraform" && go list -m -f '{{.Version}}' github.com/hashicorp/terraform)
 stamp="${bin}/.terraform.version"

@@ -11,6 +11,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "${root}/hack/lib/progress.sh"
 bin="${root}/bin"
 mkdir -p "${bin}"
+build_lock tofu
 
 version=$(cd "${root}/hack/tools/tofu" && go list -m -f '{{.Version}}' github.com/opentofu/opentofu)
 stamp="${bin}/.tofu.version"

@@ -33,3 +33,13 @@ progress() {
   rm -f "${log}"
   return "${rc}"
 }
+
+# build_lock <name> holds an exclusive lock on bin/.<name>.lock until the
+# script exits. make test runs the integration and end-to-end suites side
+# by side (make -j2), and both need some of the same tools: a second build
+# of one waits for the first, then finds its stamp and builds nothing, so
+# nobody builds twice or runs a binary while it is being written.
+build_lock() {
+  exec {build_lock_fd}>"${bin}/.$1.lock"
+  flock "${build_lock_fd}"
+}
