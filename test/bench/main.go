@@ -121,6 +121,8 @@ type Config struct {
 	// under --drift-default-interval=DriftInterval.
 	DriftObjects, DriftNamespaces int
 	DriftInterval                 time.Duration
+	// DriftSyncPeriod is the drift manager's --sync-period.
+	DriftSyncPeriod time.Duration
 
 	// The manager's client limits and workers (and the baseline's). Zero
 	// values mean the manager's defaults; the manager gets a flag only
@@ -182,6 +184,7 @@ func defaultConfig() *Config {
 		DriftObjects:        1000,
 		DriftNamespaces:     20,
 		DriftInterval:       30 * time.Minute,
+		DriftSyncPeriod:     d.SyncPeriod,
 		QPS:                 d.QPS,
 		Burst:               d.Burst,
 		Workers:             d.Workers,
@@ -300,6 +303,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&c.DriftObjects, "drift-objects", c.DriftObjects, "drift: clusters with a module")
 	fs.IntVar(&c.DriftNamespaces, "drift-namespaces", c.DriftNamespaces, "drift: namespaces they are spread over")
 	fs.DurationVar(&c.DriftInterval, "drift-interval", c.DriftInterval, "drift: the manager's --drift-default-interval; the scenario lasts about 1.15 times it after the applies")
+	fs.DurationVar(&c.DriftSyncPeriod, "drift-sync-period", c.DriftSyncPeriod, "drift: the manager's --sync-period; source GETs are reported per pass (default: the manager's default)")
 	fs.Float64Var(&c.QPS, "qps", c.QPS, "the manager's --kube-api-qps, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Burst, "burst", c.Burst, "the manager's --kube-api-burst, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "the manager's --workers, and the baseline's concurrency (default: the manager's default)")
@@ -402,8 +406,8 @@ func (c *Config) validate() error {
 	if c.CAPIClusters < 1 || c.CAPIMachines < 0 || c.CAPIIdentities < 1 || c.CAPIIdentities > c.CAPIClusters {
 		errs = append(errs, errors.New("-capi-clusters and -capi-identities must be positive, -capi-identities at most -capi-clusters, -capi-machines not negative"))
 	}
-	if c.DriftObjects < 1 || c.DriftNamespaces < 1 || c.DriftInterval < 10*time.Second {
-		errs = append(errs, errors.New("-drift-objects and -drift-namespaces must be positive, -drift-interval at least 10s"))
+	if c.DriftObjects < 1 || c.DriftNamespaces < 1 || c.DriftInterval < 10*time.Second || c.DriftSyncPeriod < passWidth {
+		errs = append(errs, errors.New("-drift-objects and -drift-namespaces must be positive, -drift-interval at least 10s, -drift-sync-period at least 30s"))
 	}
 	if c.QPS <= 0 || c.Burst < 1 || c.Workers < 1 || c.CreateWorkers < 1 {
 		errs = append(errs, errors.New("-qps, -burst, -workers and -create-workers must be positive"))

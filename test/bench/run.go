@@ -366,6 +366,7 @@ func configMap(c *Config) map[string]any {
 		"driftObjects":        c.DriftObjects,
 		"driftNamespaces":     c.DriftNamespaces,
 		"driftInterval":       c.DriftInterval.String(),
+		"driftSyncPeriod":     c.DriftSyncPeriod.String(),
 		"qps":                 c.QPS,
 		"burst":               c.Burst,
 		"workers":             c.Workers,
