@@ -363,6 +363,7 @@ func configMap(c *Config) map[string]any {
 		"capiClusters":        c.CAPIClusters,
 		"capiMachines":        c.CAPIMachines,
 		"capiIdentities":      c.CAPIIdentities,
+		"capiRestarts":        c.CAPIRestarts,
 		"driftObjects":        c.DriftObjects,
 		"driftNamespaces":     c.DriftNamespaces,
 		"driftInterval":       c.DriftInterval.String(),
