@@ -75,6 +75,16 @@ func TestRestartReadsEachSourceOnce(t *testing.T) {
 	defer stop()
 	idle("the restarted manager is idle")
 	require.Equal(t, int64(identities), reads.Load(), "source GETs of the restart: one per identity")
+
+	// A change after the start-up still reads afresh (P1): a new
+	// generation (the fake does not count it itself).
+	tc, err := captf.InfrastructureV1alpha1().TerraformClusters("ns0").Get(context.Background(), "c", metav1.GetOptions{})
+	require.NoError(t, err)
+	tc.Generation++
+	_, err = captf.InfrastructureV1alpha1().TerraformClusters("ns0").Update(context.Background(), tc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	idle("the changed object's reconcile")
+	require.Equal(t, int64(identities+1), reads.Load(), "a change's reconcile reads its source afresh")
 }
 
 // startRestartManager runs a manager's controllers on the clients, with
