@@ -82,6 +82,10 @@ type Deps struct {
 func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
 	reader := source.NewReader(d.Kube)
+	// The identity controller is built after the workload controller (it
+	// waits for its batch); the workload's workers wait for the identity's
+	// batch in turn (P1), read once Run starts.
+	var identities *identity.Controller
 	// Conflicts are re-recorded every sync period while they last (R2).
 	tracker := conflicts.New(clock.RealClock{}, 2*d.Options.SyncPeriod+time.Minute)
 	workloads, err := workload.NewController(ctx, d.Kube, d.Captf, d.Uncached, workload.Informers{
@@ -104,11 +108,12 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 		ClusterMaxActiveJobs: d.Options.ClusterMaxActiveJobs,
 		StateBackups:         d.Options.StateBackups,
 		DriftDefaultInterval: d.Options.DriftDefaultInterval,
+		StartWith:            []func() bool{func() bool { return identities.Opened() }},
 	})
 	if err != nil {
 		return nil, err
 	}
-	identities, err := identity.NewController(ctx, d.Kube, d.Captf, identity.Informers{
+	identities, err = identity.NewController(ctx, d.Kube, d.Captf, identity.Informers{
 		Identities: captf.TerraformClusterIdentities(),
 		Clusters:   captf.TerraformClusters(),
 		Machines:   captf.TerraformMachines(),

@@ -130,7 +130,8 @@ func (b *bench) driftObserve(ctx context.Context) (*driftRun, error) {
 	defer func() { _ = b.t.clusters.RemoveEventHandler(reg) }()
 
 	run.started = time.Now()
-	if _, err := b.e.startManager(ctx, "drift", "--drift-default-interval="+run.interval.String(), fmt.Sprintf("--max-active-jobs=%d", run.capJobs)); err != nil {
+	if _, err := b.e.startManager(ctx, "drift", "--drift-default-interval="+run.interval.String(), fmt.Sprintf("--max-active-jobs=%d", run.capJobs),
+		"--sync-period="+b.cfg.DriftSyncPeriod.String()); err != nil {
 		return nil, err
 	}
 	run.allApplied, err = waitFor(ctx, "every cluster applied", b.cfg.Timeout, 200*time.Millisecond, func() (bool, string) {
@@ -176,7 +177,8 @@ func (b *bench) driftObserve(ctx context.Context) (*driftRun, error) {
 func (b *bench) driftReport(run *driftRun) {
 	const sc = "drift"
 	counts := countDrift(run.objs, run.jobs, run.end, time.Second)
-	a := attribute(run.samples, driftSpans(run.objs, run.jobs, run.end, driftSettle))
+	spans := driftSpans(run.objs, run.jobs, run.end, driftSettle)
+	a := attribute(run.samples, spans)
 	lastApply := run.objs[0].applied
 	for _, o := range run.objs {
 		if o.applied.After(lastApply) {
@@ -204,6 +206,7 @@ func (b *bench) driftReport(run *driftRun) {
 	r.add(sc, "time in the window with no check due or being recorded", a.betweenTime.Seconds(), unitSeconds)
 	r.add(sc, "manager writes in that time (must be 0)", between, unitCount)
 	r.add(sc, "manager API requests in that time", sumCounts(a.between), unitCount)
+	b.driftReadRows(run, spans)
 	r.Requests = append(r.Requests,
 		requestTable{Scenario: sc, What: fmt.Sprintf("while drift checks were due or being recorded (%d drift Jobs)", counts.total), Requests: a.during},
 		requestTable{Scenario: sc, What: fmt.Sprintf("between drift checks (%s)", a.betweenTime.Round(time.Second)), Requests: a.between})
@@ -259,7 +262,7 @@ func (b *bench) cachedCluster(key string) *v1alpha1.TerraformCluster {
 // from opened (the idle scrape first, taken at opened) until end, and
 // logs progress every minute.
 func (b *bench) sampleRequests(ctx context.Context, first faultkit.Metrics, opened, end time.Time, st *driftState) ([]reqSample, error) {
-	samples := []reqSample{{at: opened, reqs: first.Requests()}}
+	samples := []reqSample{{at: opened, reqs: first.Requests(), reads: first.Sum("captf_source_reads_total", nil)}}
 	lastLog := time.Now()
 	for time.Now().Before(end) {
 		select {
@@ -271,7 +274,7 @@ func (b *bench) sampleRequests(ctx context.Context, first faultkit.Metrics, open
 		if err != nil {
 			return nil, err
 		}
-		samples = append(samples, reqSample{at: time.Now(), reqs: m.Requests()})
+		samples = append(samples, reqSample{at: time.Now(), reqs: m.Requests(), reads: m.Sum("captf_source_reads_total", nil)})
 		if time.Since(lastLog) >= time.Minute {
 			lastLog = time.Now()
 			drift := 0

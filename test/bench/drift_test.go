@@ -172,3 +172,35 @@ func TestSmokeLeavesOutDrift(t *testing.T) {
 		t.Errorf("-smoke -scenarios=drift: %v, %v", c.Scenarios, err)
 	}
 }
+
+// Source GETs per --sync-period pass: a pass's stretch (its tick plus
+// passWidth) takes the reads of the steps that meet it, and is clean when
+// no drift span meets it; reads outside the stretches and the spans are
+// the reads left between checks (issue 25).
+func TestDriftPassReads(t *testing.T) {
+	const period = 2 * time.Minute
+	sample := func(d time.Duration, reads float64) reqSample { return reqSample{at: at(d), reads: reads} }
+	samples := []reqSample{
+		sample(90*time.Second, 0),
+		sample(2*time.Minute+2*time.Second, 1), // the first pass
+		sample(2*time.Minute+31*time.Second, 1),
+		sample(3*time.Minute, 2),               // between checks, outside the passes
+		sample(4*time.Minute+5*time.Second, 3), // the second pass, during a check
+		sample(4*time.Minute+10*time.Second, 5),
+		sample(5*time.Minute, 5),
+	}
+	spans := []span{{at(4 * time.Minute), at(4*time.Minute + 20*time.Second)}}
+	passes, outside := driftPassReads(samples, spans, t0, period, at(5*time.Minute))
+	want := []passReads{{tick: at(period), reads: 1, clean: true}, {tick: at(2 * period), reads: 3, clean: false}}
+	if len(passes) != len(want) {
+		t.Fatalf("passes %+v, want %+v", passes, want)
+	}
+	for i := range want {
+		if !passes[i].tick.Equal(want[i].tick) || passes[i].reads != want[i].reads || passes[i].clean != want[i].clean {
+			t.Fatalf("pass %d: %+v, want %+v", i, passes[i], want[i])
+		}
+	}
+	if outside != 1 {
+		t.Fatalf("outside the passes: %v, want 1", outside)
+	}
+}

@@ -201,10 +201,11 @@ func mergeSpans(in []span) []span {
 }
 
 // reqSample is the manager's cumulative captf_api_requests_total by
-// "verb resource" at one moment.
+// "verb resource", and its captf_source_reads_total, at one moment.
 type reqSample struct {
-	at   time.Time
-	reqs map[string]float64
+	at    time.Time
+	reqs  map[string]float64
+	reads float64
 }
 
 // attribution splits the requests between consecutive samples: during a

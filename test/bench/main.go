@@ -117,10 +117,14 @@ type Config struct {
 	// CAPIClusters Cluster API Clusters with CAPIMachines Machines each,
 	// using CAPIIdentities identities.
 	CAPIClusters, CAPIMachines, CAPIIdentities int
+	// CAPIRestarts is how many times the capi scenario restarts the manager.
+	CAPIRestarts int
 	// DriftObjects clusters with a module in DriftNamespaces namespaces
 	// under --drift-default-interval=DriftInterval.
 	DriftObjects, DriftNamespaces int
 	DriftInterval                 time.Duration
+	// DriftSyncPeriod is the drift manager's --sync-period.
+	DriftSyncPeriod time.Duration
 
 	// The manager's client limits and workers (and the baseline's). Zero
 	// values mean the manager's defaults; the manager gets a flag only
@@ -179,9 +183,11 @@ func defaultConfig() *Config {
 		CAPIClusters:        300,
 		CAPIMachines:        2,
 		CAPIIdentities:      10,
+		CAPIRestarts:        1,
 		DriftObjects:        1000,
 		DriftNamespaces:     20,
 		DriftInterval:       30 * time.Minute,
+		DriftSyncPeriod:     d.SyncPeriod,
 		QPS:                 d.QPS,
 		Burst:               d.Burst,
 		Workers:             d.Workers,
@@ -297,9 +303,11 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&c.CAPIClusters, "capi-clusters", c.CAPIClusters, "capi: Cluster API Clusters, one namespace each")
 	fs.IntVar(&c.CAPIMachines, "capi-machines", c.CAPIMachines, "capi: Machines per Cluster")
 	fs.IntVar(&c.CAPIIdentities, "capi-identities", c.CAPIIdentities, "capi: identities the clusters use")
+	fs.IntVar(&c.CAPIRestarts, "capi-restarts", c.CAPIRestarts, "capi: restarts of the manager over the provisioned objects, each reporting its source GETs")
 	fs.IntVar(&c.DriftObjects, "drift-objects", c.DriftObjects, "drift: clusters with a module")
 	fs.IntVar(&c.DriftNamespaces, "drift-namespaces", c.DriftNamespaces, "drift: namespaces they are spread over")
 	fs.DurationVar(&c.DriftInterval, "drift-interval", c.DriftInterval, "drift: the manager's --drift-default-interval; the scenario lasts about 1.15 times it after the applies")
+	fs.DurationVar(&c.DriftSyncPeriod, "drift-sync-period", c.DriftSyncPeriod, "drift: the manager's --sync-period; source GETs are reported per pass (default: the manager's default)")
 	fs.Float64Var(&c.QPS, "qps", c.QPS, "the manager's --kube-api-qps, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Burst, "burst", c.Burst, "the manager's --kube-api-burst, and the baseline's (default: the manager's default)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "the manager's --workers, and the baseline's concurrency (default: the manager's default)")
@@ -399,11 +407,11 @@ func (c *Config) validate() error {
 	if c.JobObjects < 1 || c.JobNamespaces < 1 || c.JobCap < 1 || c.JobHold <= 0 {
 		errs = append(errs, errors.New("-job-objects, -job-namespaces, -job-cap and -job-hold must be positive"))
 	}
-	if c.CAPIClusters < 1 || c.CAPIMachines < 0 || c.CAPIIdentities < 1 || c.CAPIIdentities > c.CAPIClusters {
-		errs = append(errs, errors.New("-capi-clusters and -capi-identities must be positive, -capi-identities at most -capi-clusters, -capi-machines not negative"))
+	if c.CAPIClusters < 1 || c.CAPIMachines < 0 || c.CAPIIdentities < 1 || c.CAPIIdentities > c.CAPIClusters || c.CAPIRestarts < 1 {
+		errs = append(errs, errors.New("-capi-clusters, -capi-identities and -capi-restarts must be positive, -capi-identities at most -capi-clusters, -capi-machines not negative"))
 	}
-	if c.DriftObjects < 1 || c.DriftNamespaces < 1 || c.DriftInterval < 10*time.Second {
-		errs = append(errs, errors.New("-drift-objects and -drift-namespaces must be positive, -drift-interval at least 10s"))
+	if c.DriftObjects < 1 || c.DriftNamespaces < 1 || c.DriftInterval < 10*time.Second || c.DriftSyncPeriod < passWidth {
+		errs = append(errs, errors.New("-drift-objects and -drift-namespaces must be positive, -drift-interval at least 10s, -drift-sync-period at least 30s"))
 	}
 	if c.QPS <= 0 || c.Burst < 1 || c.Workers < 1 || c.CreateWorkers < 1 {
 		errs = append(errs, errors.New("-qps, -burst, -workers and -create-workers must be positive"))

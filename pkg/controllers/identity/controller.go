@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -106,6 +107,9 @@ type Controller struct {
 	// first seen stale: captf_mirror_staleness_seconds.
 	mu         sync.Mutex
 	staleSince map[string]map[string]time.Time
+
+	// opened is set once Run has queued every identity of the start-up.
+	opened atomic.Bool
 }
 
 // NewController builds the controller; call before the informers start.
@@ -245,6 +249,12 @@ func (c *Controller) annotationHandler() cache.ResourceEventHandler {
 	}
 }
 
+// Opened reports whether Run has queued every identity of the start-up:
+// the workload controller's workers wait for it, so that no source read
+// begins before both start-up batches are stamped and one read per
+// identity serves them all (SPEC P1).
+func (c *Controller) Opened() bool { return c.opened.Load() }
+
 // openQueue lets the queue take adds, then adds every cached identity as
 // one batch stamped after that (SPEC P1). An event from now on enqueues its
 // identity itself; one before is in what the caches hold.
@@ -341,6 +351,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	c.openQueue()
 	c.enqueueGone()
+	c.opened.Store(true)
 	loop.Run(ctx, c.queue, workers, c.sync)
 	logger.Info("Stopped controller")
 }

@@ -76,7 +76,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 // to the queue. Every reason to look at the identity again adds the key (a
 // change of it, of a mirror or Job, S1's timed requeue), so each sees a
 // read at least as new as itself; the identity's start-up pass reuses the
-// read its users' reconciles began, and theirs its. A key added again
+// read its users' reconciles began, and theirs its (their workers wait
+// for this controller's batch: workload.Options.StartWith). A key added again
 // while this pass runs will be passed again, with its own ticket. While
 // S1's timed requeue is pending the pass reads afresh: S1 reads on every
 // pass of an identity, which costs O(identities).

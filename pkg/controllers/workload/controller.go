@@ -7,6 +7,7 @@ import (
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	batchinformers "k8s.io/client-go/informers/batch/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -49,6 +50,14 @@ type Options struct {
 	// DriftDefaultInterval is the drift interval where neither the object
 	// nor its cluster sets one; 0 is no drift checks (SPEC O7).
 	DriftDefaultInterval time.Duration
+	// StartWith are the other controllers that read sources through the
+	// same Reader, each reporting whether it has queued its start-up
+	// batch (the identity controller's Opened). The workers start once
+	// all have: a source read that began before another controller's
+	// batch was stamped could not serve it, and that controller would
+	// read the source again (SPEC P1: one GET per identity per pass, the
+	// start-up included).
+	StartWith []func() bool
 }
 
 // Informers are the informers the controller reads.
@@ -221,6 +230,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	c.openQueues()
+	if !c.waitStartWith(ctx) {
+		return
+	}
 	var wg sync.WaitGroup
 	var resync []loop.Resync
 	for name, k := range c.kinds {
@@ -254,6 +266,29 @@ func (c *Controller) openQueues() {
 	}
 	c.opened.Store(true)
 }
+
+// waitStartWith waits until every controller of Options.StartWith has
+// queued its start-up batch, and reports false when ctx ended first. The
+// identity controller waits for this controller's batch (HasSynced), so
+// both batches are stamped before either's first source read begins, and
+// each source is read once at start-up (SPEC P1).
+func (c *Controller) waitStartWith(ctx context.Context) bool {
+	if len(c.opts.StartWith) == 0 {
+		return true
+	}
+	err := wait.PollUntilContextCancel(ctx, startPoll, true, func(context.Context) (bool, error) {
+		for _, opened := range c.opts.StartWith {
+			if !opened() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return err == nil
+}
+
+// startPoll is how often waitStartWith looks.
+const startPoll = 10 * time.Millisecond
 
 // sweepEvery runs sweep once per period until ctx is done.
 func (c *Controller) sweepEvery(ctx context.Context, period time.Duration) {
