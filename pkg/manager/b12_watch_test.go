@@ -13,31 +13,36 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
-	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	"github.com/captf/captf/pkg/watchbound"
 )
 
-// floodServer serves TerraformClusters as the API server does to a
-// watch-list informer: an empty list, then watches (the first one
-// streaming its initial events, none, and the bookmark that ends them)
-// that carry each flooded object once, from the resourceVersion asked.
+// floodServer serves one kind as the API server does to a watch-list
+// informer: an empty list, then watches (the first one streaming its
+// initial events, none, and the bookmark that ends them) that carry each
+// flooded object once, from the resourceVersion asked.
 type floodServer struct {
-	mu   sync.Mutex
-	cond *sync.Cond
+	kind, apiVersion string
+	object           func(i, rv int) any
+	mu               sync.Mutex
+	cond             *sync.Cond
 	// rv is the current resourceVersion; the event of resourceVersion
 	// base+i+1 carries flooded object i.
 	rv, base int
 }
 
-// floodedCluster is flooded object i: 3,000 labels of 63-character values
-// under long keys, four 60 KiB annotations and a managed-fields entry for
-// every label (about 1.4 MB of JSON, as test/faults/trust's B12 flood).
-func floodedCluster(i, rv int) *v1alpha1.TerraformCluster {
+// floodedMeta is flooded object i's metadata: 3,000 labels of
+// 63-character values under long keys, four 60 KiB annotations and a
+// managed-fields entry for every label (about 1.4 MB of JSON, as
+// test/faults/trust's B12 flood).
+func floodedMeta(i, rv int) metav1.ObjectMeta {
 	prefix := strings.Repeat("a", 60) + "." + strings.Repeat("b", 30) + ".example/"
 	l, a := map[string]string{}, map[string]string{}
 	var f strings.Builder
@@ -54,12 +59,9 @@ func floodedCluster(i, rv int) *v1alpha1.TerraformCluster {
 	for j := range 4 {
 		a[fmt.Sprintf("t.example/a%d", j)] = strings.Repeat("x", 60<<10)
 	}
-	return &v1alpha1.TerraformCluster{
-		TypeMeta: metav1.TypeMeta{Kind: v1alpha1.KindTerraformCluster, APIVersion: v1alpha1.SchemeGroupVersion.String()},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "flood", Name: fmt.Sprintf("big-%03d", i), ResourceVersion: strconv.Itoa(rv),
-			Labels: l, Annotations: a, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(f.String())}}}},
-	}
+	return metav1.ObjectMeta{Namespace: "flood", Name: fmt.Sprintf("big-%03d", i), ResourceVersion: strconv.Itoa(rv),
+		Labels: l, Annotations: a, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(f.String())}}}}
 }
 
 func (s *floodServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +71,7 @@ func (s *floodServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	from := s.rv
 	s.mu.Unlock()
 	if q.Get("watch") != "true" {
-		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "TerraformClusterList", "apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": s.kind + "List", "apiVersion": s.apiVersion,
 			"metadata": map[string]any{"resourceVersion": strconv.Itoa(from)}, "items": []any{}})
 		return
 	}
@@ -78,7 +80,7 @@ func (s *floodServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	enc, flush := json.NewEncoder(w), w.(http.Flusher).Flush
 	if q.Get("sendInitialEvents") == "true" {
-		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{"kind": v1alpha1.KindTerraformCluster, "apiVersion": v1alpha1.SchemeGroupVersion.String(),
+		_ = enc.Encode(map[string]any{"type": "BOOKMARK", "object": map[string]any{"kind": s.kind, "apiVersion": s.apiVersion,
 			"metadata": map[string]any{"resourceVersion": strconv.Itoa(from), "annotations": map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}})
 	}
 	flush()
@@ -95,7 +97,7 @@ func (s *floodServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		from++
-		_ = enc.Encode(map[string]any{"type": "ADDED", "object": floodedCluster(from-s.base-1, from)})
+		_ = enc.Encode(map[string]any{"type": "ADDED", "object": s.object(from-s.base-1, from)})
 		flush()
 	}
 }
@@ -116,9 +118,47 @@ func heapInUse() int64 {
 // first stream of its watch-list, until it lists again
 // (watchbound.Release). Without Release, about 4.4 MiB (the framer's and
 // the streaming decoder's buffers, each the size of the largest event)
-// stayed for the life of the informer.
+// stayed for the life of each informer.
 func TestB12InformerLetsGoOfFloodedWatchBuffers(t *testing.T) {
-	s := &floodServer{rv: 100, base: 100}
+	for _, c := range []struct {
+		kind, apiVersion string
+		object           func(i, rv int) any
+		informer         func(*Deps) (cache.SharedIndexInformer, func() int)
+	}{
+		{v1alpha1.KindTerraformCluster, v1alpha1.SchemeGroupVersion.String(),
+			func(i, rv int) any { return &v1alpha1.TerraformCluster{ObjectMeta: floodedMeta(i, rv)} },
+			func(d *Deps) (cache.SharedIndexInformer, func() int) {
+				i := d.CaptfInformers.Infrastructure().V1alpha1().TerraformClusters()
+				return i.Informer(), func() int { l, _ := i.Lister().List(labels.Everything()); return len(l) }
+			}},
+		{"Secret", "v1",
+			func(i, rv int) any { return &corev1.Secret{ObjectMeta: floodedMeta(i, rv)} },
+			func(d *Deps) (cache.SharedIndexInformer, func() int) {
+				i := d.MirrorInformers.Core().V1().Secrets()
+				return i.Informer(), func() int { l, _ := i.Lister().List(labels.Everything()); return len(l) }
+			}},
+		{"Job", "batch/v1",
+			func(i, rv int) any { return &batchv1.Job{ObjectMeta: floodedMeta(i, rv)} },
+			func(d *Deps) (cache.SharedIndexInformer, func() int) {
+				i := d.JobInformers.Batch().V1().Jobs()
+				return i.Informer(), func() int { l, _ := i.Lister().List(labels.Everything()); return len(l) }
+			}},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			s := &floodServer{kind: c.kind, apiVersion: c.apiVersion, object: func(i, rv int) any {
+				o := c.object(i, rv)
+				b, _ := json.Marshal(o)
+				var m map[string]any
+				_ = json.Unmarshal(b, &m)
+				m["kind"], m["apiVersion"] = c.kind, c.apiVersion
+				return m
+			}, rv: 100, base: 100}
+			testInformerFlood(t, s, c.informer)
+		})
+	}
+}
+
+func testInformerFlood(t *testing.T, s *floodServer, informer func(*Deps) (cache.SharedIndexInformer, func() int)) {
 	s.cond = sync.NewCond(&s.mu)
 	srv := httptest.NewUnstartedServer(s)
 	srv.EnableHTTP2 = true
@@ -126,20 +166,23 @@ func TestB12InformerLetsGoOfFloodedWatchBuffers(t *testing.T) {
 	defer srv.Close()
 	cfg := &rest.Config{Host: srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, QPS: -1}
 	cfg.Wrap(watchbound.Wrap) // as restConfig does
-	captf, err := versioned.NewForConfig(cfg)
+	d, err := newDeps(cfg, &Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := withCaches(&Deps{Captf: captf})
-	inf := d.CaptfInformers.Infrastructure().V1alpha1().TerraformClusters()
-	_ = inf.Informer()
+	inf, cached := informer(d)
 	ctx, cancel := context.WithCancel(context.Background())
-	d.CaptfInformers.Start(ctx.Done())
+	for _, f := range []interface{ Start(<-chan struct{}) }{d.Informers, d.JobInformers, d.MirrorInformers, d.CaptfInformers} {
+		f.Start(ctx.Done())
+	}
 	defer func() {
 		cancel() // before Shutdown, which waits for the informers to stop
+		d.Informers.Shutdown()
+		d.JobInformers.Shutdown()
+		d.MirrorInformers.Shutdown()
 		d.CaptfInformers.Shutdown()
 	}()
-	d.CaptfInformers.WaitForCacheSync(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	before := heapInUse()
 
 	const n = 5
@@ -153,10 +196,7 @@ func TestB12InformerLetsGoOfFloodedWatchBuffers(t *testing.T) {
 	// heap settles (the large event's watch ends within watchbound's
 	// Interval).
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if l, _ := inf.Lister().List(labels.Everything()); len(l) == n {
-			break
-		}
+	for cached() < n {
 		if time.Now().After(deadline) {
 			t.Fatal("the informer did not get the flooded objects")
 		}
