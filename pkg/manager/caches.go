@@ -7,6 +7,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/trim"
 	captfinformers "github.com/captf/captf/pkg/generated/informers/externalversions"
+	"github.com/captf/captf/pkg/watchbound"
 )
 
 // withCaches sets d's informer factories, built on d's clients. They are
@@ -23,9 +24,12 @@ func withCaches(d *Deps) *Deps {
 		})
 	}
 	transform := kubeinformers.WithTransform(trim.ForCache)
-	d.Informers = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, transform)
-	d.JobInformers = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, selector(v1alpha1.LabelManaged), transform)
-	d.MirrorInformers = kubeinformers.NewSharedInformerFactoryWithOptions(d.Kube, 0, selector(v1alpha1.LabelMirrored), transform)
-	d.CaptfInformers = captfinformers.NewSharedInformerFactoryWithOptions(d.Captf, 0, captfinformers.WithTransform(trim.ForCache))
+	// The informers' watches let go of their decoding buffers when their
+	// stream ends (B12: watchbound.Release says why).
+	kube, captf := watchbound.Kube(d.Kube), watchbound.Captf(d.Captf)
+	d.Informers = kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, transform)
+	d.JobInformers = kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, selector(v1alpha1.LabelManaged), transform)
+	d.MirrorInformers = kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, selector(v1alpha1.LabelMirrored), transform)
+	d.CaptfInformers = captfinformers.NewSharedInformerFactoryWithOptions(captf, 0, captfinformers.WithTransform(trim.ForCache))
 	return d
 }

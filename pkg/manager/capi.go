@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/capi"
+	"github.com/captf/captf/pkg/watchbound"
 )
 
 // newCAPI builds the Cluster API informers (SPEC K2-K6) for what the API
@@ -31,7 +32,9 @@ func newCAPI(ctx context.Context, cfg *rest.Config, d discovery.DiscoveryInterfa
 	if err != nil {
 		return nil, false, fmt.Errorf("metadata client: %w", err)
 	}
-	inf, err := capi.NewInformers(client, meta, served, 0)
+	// Their watches let go of their decoding buffers when their stream
+	// ends (B12: watchbound.Release).
+	inf, err := capi.NewInformers(watchbound.Dynamic(client), watchbound.Metadata(meta), served, 0)
 	if err != nil {
 		return nil, false, err
 	}

@@ -147,7 +147,7 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 // the identity (S2, S4, section 13 status).
 func newSourceWatch(d *Deps, workloads *workload.Controller, identities *identity.Controller) (Controller, error) {
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
-	return sourcewatch.New(d.Kube, captf.TerraformClusterIdentities(), sourcewatch.Handlers{
+	return sourcewatch.New(watchbound.Kube(d.Kube), captf.TerraformClusterIdentities(), sourcewatch.Handlers{
 		OnChange: func(id string) {
 			workloads.EnqueueUsers(id)
 			identities.Enqueue(id)

@@ -17,6 +17,7 @@ import (
 	"github.com/captf/captf/pkg/admission"
 	"github.com/captf/captf/pkg/controllers/workload"
 	"github.com/captf/captf/pkg/version"
+	"github.com/captf/captf/pkg/watchbound"
 )
 
 // Run runs the manager until ctx is done: it builds the clients, the
@@ -46,7 +47,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
 	}
-	d.Variables = workload.NewVariablesSourceInformers(meta)
+	d.Variables = workload.NewVariablesSourceInformers(watchbound.Metadata(meta))
 	logger.Info("Starting captf manager", "version", version.Info(), "apiServer", cfg.Host,
 		"syncPeriod", o.SyncPeriod, "identityResync", o.IdentityResync, "watchSources", o.WatchSources, "workers", o.Workers,
 		"qps", o.QPS, "burst", o.Burst, "leaderElect", o.LeaderElect)
