@@ -104,6 +104,10 @@ type capiRun struct {
 	bootstrap string
 	clusterID string
 	machineID string
+	// controlPlane labels the Machine a control-plane machine: with its
+	// nodeRef, Cluster API then counts the control plane initialized,
+	// which clusterctl move requires (capi_move_test.go).
+	controlPlane bool
 }
 
 func (r *capiRun) provision(ctx context.Context, t *testing.T) {
@@ -164,9 +168,13 @@ func (r *capiRun) provision(ctx context.Context, t *testing.T) {
 			"apiGroup": v1alpha1.SchemeGroupVersion.Group, "kind": v1alpha1.KindTerraformCluster, "name": clusterName,
 		}},
 	})
+	machineMeta := map[string]any{"name": machineName, "namespace": tenant}
+	if r.controlPlane {
+		machineMeta["labels"] = map[string]any{"cluster.x-k8s.io/control-plane": ""}
+	}
 	e.createCAPI(ctx, t, capiMachineGVR, map[string]any{
 		"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-		"metadata": map[string]any{"name": machineName, "namespace": tenant},
+		"metadata": machineMeta,
 		"spec": map[string]any{
 			"clusterName": clusterName,
 			"bootstrap":   map[string]any{"dataSecretName": bootstrapSecret},
