@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -23,7 +24,6 @@ import (
 // move runs `clusterctl move` from -> to as an operator types it, as the
 // admin (system:masters, B3), and checks K11: see TestClusterctlMoveOnNode.
 func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
-	e := r.env
 	if r.copied == nil {
 		// The runbook's step: the identity's source Secret, copied by the
 		// operator (docs/operator-guide.md, "Moving a cluster").
@@ -41,13 +41,6 @@ func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
 	before := r.take(ctx, t, from)
 	fromJobs := clusterctltest.RecordJobs(ctx, t, from.kube, tenant)
 	toJobs := clusterctltest.RecordJobs(ctx, t, to.kube, tenant)
-
-	start := time.Now()
-	stdout, stderr, err := clusterctltest.Run(ctx, t, e.root, r.config, nil, "move", "--kubeconfig", from.kubeconfig, "--to-kubeconfig", to.kubeconfig, "-n", tenant, "-v", "3")
-	t.Logf("clusterctl move %s -> %s (%s):\n%s%s", from.name, to.name, time.Since(start).Round(time.Millisecond), stdout, stderr)
-	if err != nil {
-		t.Fatalf("clusterctl move: %v", err)
-	}
 	noJobs := func() {
 		t.Helper()
 		if js := append(fromJobs.Names(), toJobs.Names()...); len(js) != 0 {
@@ -55,16 +48,55 @@ func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
 		}
 	}
 
-	// The copies adopted their state: no apply, the same outputs.
+	start := time.Now()
+	stdout, stderr, err := clusterctltest.Run(ctx, t, r.root, r.config, nil, "move", "--kubeconfig", from.kubeconfig, "--to-kubeconfig", to.kubeconfig, "-n", tenant, "-v", "3")
+	t.Logf("clusterctl move %s -> %s (%s):\n%s%s", from.name, to.name, time.Since(start).Round(time.Millisecond), stdout, stderr)
+	if err != nil {
+		t.Fatalf("clusterctl move: %v", err)
+	}
+	uids := r.checkAdopted(ctx, t, to, before, noJobs)
+	r.waitCAPIProvisioned(ctx, t, to, before)
+	r.checkStateMoved(ctx, t, from, to, before, uids)
+	r.checkIdentity(ctx, t, from, to, sourceRV)
+
+	// Nothing ran: no Job in either plane, a while longer, and the fake
+	// cloud holds what it held and heard from no Job.
+	quiet := time.Now().Add(10 * time.Second)
+	for time.Now().Before(quiet) {
+		noJobs()
+		time.Sleep(time.Second)
+	}
+	r.checkCloudUnchanged(ctx, t, before)
+	// Whether the source's manager saw the deletions for move before
+	// clusterctl removed the finalizers (it deletes, then removes them) is
+	// a race: reported, not asserted.
+	if evs, err := from.kube.CoreV1().Events(tenant).List(ctx, metav1.ListOptions{}); err == nil {
+		var away []string
+		for _, ev := range evs.Items {
+			if ev.Reason == v1alpha1.EventMovedAway {
+				away = append(away, ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name)
+			}
+		}
+		t.Logf("MovedAway events in %s: %v", from.name, away)
+	}
+	t.Logf("K11: %s -> %s: moved and adopted in %s; no Job in either plane, the fake cloud unchanged", from.name, to.name, time.Since(start).Round(time.Millisecond))
+}
+
+// checkAdopted waits until the copies in to adopted their state (no
+// apply: noJobs fails the test at once on a Job) with the source's
+// outputs, endpoint and provider ID, and returns their UIDs by kind.
+func (r *moveRun) checkAdopted(ctx context.Context, t *testing.T, to plane, before snapshot, noJobs func()) map[string]types.UID {
+	t.Helper()
+	uids := map[string]types.UID{}
 	for _, o := range moved {
 		var st *v1alpha1.WorkloadStatus
-		e.waitFor(ctx, t, 3*time.Minute, fmt.Sprintf("%s: %s %s adopted its state, Ready", to.name, o.kind, o.name), func() (bool, string) {
+		r.waitFor(ctx, t, 3*time.Minute, fmt.Sprintf("%s: %s %s adopted its state, Ready", to.name, o.kind, o.name), func() (bool, string) {
 			noJobs()
-			_, s, err := clusterctltest.Object(to.captf, tenant, o.kind, o.name)
+			obj, s, err := clusterctltest.Object(to.captf, tenant, o.kind, o.name)
 			if err != nil {
 				return false, err.Error()
 			}
-			st = s
+			st, uids[o.kind] = s, obj.GetUID()
 			ready := meta.FindStatusCondition(s.Conditions, string(v1alpha1.ConditionReady))
 			return s.LastApply != nil && s.LastApply.JobName == "(adopted from the state)" && clusterctltest.IsProvisioned(s) &&
 					ready != nil && ready.Status == metav1.ConditionTrue,
@@ -72,6 +104,9 @@ func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
 		})
 		if st.Outputs == nil || string(st.Outputs.Raw) != before.outputs[o.kind] {
 			t.Errorf("K11: %s %s in %s: outputs %v, want the source's %s", o.kind, o.name, to.name, st.Outputs, before.outputs[o.kind])
+		}
+		if uids[o.kind] == before.uids[o.kind] {
+			t.Fatalf("%s in %s has the source's UID: not a copy", o.kind, to.name)
 		}
 		r.waitEvent(ctx, t, to, o.kind, o.name, v1alpha1.EventStateAdopted)
 	}
@@ -83,22 +118,19 @@ func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uids := map[string]string{v1alpha1.KindTerraformCluster: string(tc.UID), v1alpha1.KindTerraformMachine: string(tm.UID)}
-	for kind, uid := range uids {
-		if uid == string(before.uids[kind]) {
-			t.Fatalf("%s in %s has the source's UID: not a copy", kind, to.name)
-		}
-	}
 	if tc.Spec.ControlPlaneEndpoint != before.endpoint || tm.Spec.ProviderID != before.provider {
 		t.Errorf("K11: %s: endpoint %+v, provider ID %q; the source had %+v, %q", to.name, tc.Spec.ControlPlaneEndpoint, tm.Spec.ProviderID, before.endpoint, before.provider)
 	}
-	r.waitCAPIProvisioned(ctx, t, to, before)
+	return uids
+}
 
-	// The state: in the target, the same data, owned by the copies; gone
-	// from the source, as the objects are.
-	for i, o := range moved {
+// checkStateMoved: the state is in to, the same data, owned by the
+// copies; gone from from, as the objects are.
+func (r *moveRun) checkStateMoved(ctx context.Context, t *testing.T, from, to plane, before snapshot, uids map[string]types.UID) {
+	t.Helper()
+	for _, o := range moved {
 		name := tfstate.SecretName(jobs.StateSuffix(o.kind, o.name))
-		e.waitFor(ctx, t, time.Minute, to.name+": the state "+name+", owned by the copy", func() (bool, string) {
+		r.waitFor(ctx, t, time.Minute, to.name+": the state "+name+", owned by the copy", func() (bool, string) {
 			s, err := to.kube.CoreV1().Secrets(tenant).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -106,26 +138,32 @@ func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
 			if string(s.Data[tfstate.DataKey]) != string(before.states[name]) {
 				t.Fatalf("K11: the state %s in %s is not the source's", name, to.name)
 			}
-			return slices.ContainsFunc(s.OwnerReferences, func(ref metav1.OwnerReference) bool { return string(ref.UID) == uids[o.kind] }),
+			return slices.ContainsFunc(s.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == uids[o.kind] }),
 				fmt.Sprintf("owners %v", s.OwnerReferences)
 		})
 		if _, err := from.kube.CoreV1().Secrets(tenant).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("K11: the state %s is still in %s (%v)", name, from.name, err)
 		}
-		if _, _, err := clusterctltest.Object(from.captf, tenant, moved[i].kind, moved[i].name); !apierrors.IsNotFound(err) {
+		if _, _, err := clusterctltest.Object(from.captf, tenant, o.kind, o.name); !apierrors.IsNotFound(err) {
 			t.Errorf("%s %s still in %s after the move (%v)", o.kind, o.name, from.name, err)
 		}
 	}
+}
 
-	// The identity moved (global: it stays in the source too); its source
-	// Secret did not: in each plane, only what was there, untouched.
+// checkIdentity: the identity moved (global: it stays in the source too);
+// its source Secret did not: in each plane only what was there before the
+// move (sourceRV, by plane), untouched, and nowhere else in to.
+func (r *moveRun) checkIdentity(ctx context.Context, t *testing.T, from, to plane, sourceRV map[string]string) {
+	t.Helper()
 	if _, err := to.captf.InfrastructureV1alpha1().TerraformClusterIdentities().Get(ctx, identity, metav1.GetOptions{}); err != nil {
 		t.Errorf("K11: the identity in %s: %v", to.name, err)
 	}
 	for _, p := range []plane{from, to} {
 		s, err := p.kube.CoreV1().Secrets(cloudNamespace).Get(ctx, cloudSecret, metav1.GetOptions{})
-		if err != nil || s.ResourceVersion != sourceRV[p.name] {
-			t.Errorf("K11: the identity's source Secret in %s after the move: %v (resourceVersion %v, was %s)", p.name, err, s, sourceRV[p.name])
+		if err != nil {
+			t.Errorf("K11: the identity's source Secret in %s after the move: %v", p.name, err)
+		} else if s.ResourceVersion != sourceRV[p.name] {
+			t.Errorf("K11: the move wrote the identity's source Secret in %s (resourceVersion %s, was %s)", p.name, s.ResourceVersion, sourceRV[p.name])
 		}
 	}
 	named, err := to.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cloudSecret})
@@ -137,16 +175,6 @@ func (r *moveRun) move(ctx context.Context, t *testing.T, from, to plane) {
 			t.Errorf("K11: a Secret %s/%s in %s: the move copied the identity's source Secret", s.Namespace, s.Name, to.name)
 		}
 	}
-
-	// Nothing ran: no Job in either plane, a while longer, and the fake
-	// cloud holds what it held and heard from no Job.
-	quiet := time.Now().Add(10 * time.Second)
-	for time.Now().Before(quiet) {
-		noJobs()
-		time.Sleep(time.Second)
-	}
-	r.checkCloudUnchanged(ctx, t, before)
-	t.Logf("K11: %s -> %s: moved and adopted in %s; no Job in either plane, the fake cloud unchanged", from.name, to.name, time.Since(start).Round(time.Millisecond))
 }
 
 // waitCAPIProvisioned waits until Cluster API in p sees the
