@@ -96,8 +96,6 @@ type moveRun struct {
 	*capiRun
 	config string
 	a, b   plane
-	// before is what the source held before the last move.
-	before snapshot
 	// copied is the operator's copy of the source Secret in B.
 	copied *corev1.Secret
 }
