@@ -92,3 +92,21 @@ func BuildCaptf(ctx context.Context, t testing.TB, root string) string {
 	t.Logf("captf built in %s", time.Since(start).Round(time.Millisecond))
 	return bin
 }
+
+// ImageConfig writes, into a temporary directory, the configuration file
+// base (the repository's clusterctl.yaml) with clusterctl's image override
+// for captf's container (docs/deploy.md, "With clusterctl"): repository
+// and tag replace the release image's. It returns the file's path.
+func ImageConfig(t testing.TB, base, repository, tag string) string {
+	t.Helper()
+	b, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "clusterctl.yaml")
+	override := fmt.Sprintf("images:\n  %s:\n    repository: %s\n    tag: %s\n", ProviderLabel, repository, tag)
+	if err := os.WriteFile(config, append(b, override...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}

@@ -2,6 +2,7 @@ package clusterctltest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -96,4 +99,30 @@ func Condition(u *unstructured.Unstructured, typ string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// Cluster API's kinds the move tests read.
+var (
+	ClusterGVR = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "clusters"}
+	MachineGVR = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machines"}
+)
+
+// Movable reports whether Cluster API sees what clusterctl move requires
+// of Cluster ns/cluster and its Machine ns/machine: the Machine's nodeRef,
+// the Cluster's infrastructure provisioned and its control plane
+// initialized; and what it saw, for messages.
+func Movable(ctx context.Context, dyn dynamic.Interface, ns, cluster, machine string) (bool, string) {
+	m, err := dyn.Resource(MachineGVR).Namespace(ns).Get(ctx, machine, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	node, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
+	c, err := dyn.Resource(ClusterGVR).Namespace(ns).Get(ctx, cluster, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	infra, _, _ := unstructured.NestedBool(c.Object, "status", "initialization", "infrastructureProvisioned")
+	cpInit := Condition(c, "ControlPlaneInitialized")
+	return node != "" && infra && cpInit["status"] == "True",
+		fmt.Sprintf("Machine nodeRef %q; Cluster infrastructureProvisioned %v, ControlPlaneInitialized %v", node, infra, cpInit)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -42,15 +41,7 @@ func startClusterctl(ctx context.Context, t *testing.T) (*env, *controlplane.Nod
 	e, cp := startNode(ctx, t)
 	repo := clusterctltest.Repository(t, e.root, cp.Dir)
 	base := filepath.Join(repo, "clusterctl.yaml")
-	b, err := os.ReadFile(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(t.TempDir(), "clusterctl.yaml")
-	override := "images:\n  infrastructure-terraform:\n    repository: captf.local\n    tag: dev\n"
-	if err := os.WriteFile(config, append(b, override...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := clusterctltest.ImageConfig(t, base, "captf.local", "dev")
 	begin := time.Now()
 	stdout, stderr, err := clusterctltest.Run(ctx, t, e.root, config, []string{"CAPTF_MANAGER_IMAGE=" + captfImage},
 		"init", "--kubeconfig", cp.KubeconfigPath(controlplane.Admin), "--infrastructure", "terraform")

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -153,19 +152,7 @@ func (r *moveRun) provisionWorkload(ctx context.Context, t *testing.T) {
 func (r *moveRun) waitMovable(ctx context.Context, t *testing.T, p plane) {
 	t.Helper()
 	r.waitFor(ctx, t, 3*time.Minute, p.name+": the Machine's nodeRef, the Cluster provisioned and its control plane initialized", func() (bool, string) {
-		m, err := p.dyn.Resource(capiMachineGVR).Namespace(tenant).Get(ctx, machineName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		node, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
-		c, err := p.dyn.Resource(capiClusterGVR).Namespace(tenant).Get(ctx, clusterName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		infra, _, _ := unstructured.NestedBool(c.Object, "status", "initialization", "infrastructureProvisioned")
-		cpInit := clusterctltest.Condition(c, "ControlPlaneInitialized")
-		return node != "" && infra && cpInit["status"] == "True",
-			fmt.Sprintf("Machine nodeRef %q; Cluster infrastructureProvisioned %v, ControlPlaneInitialized %v", node, infra, cpInit)
+		return clusterctltest.Movable(ctx, p.dyn, tenant, clusterName, machineName)
 	})
 }
 

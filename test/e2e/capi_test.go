@@ -25,6 +25,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
+	"github.com/captf/captf/test/clusterctltest"
 	"github.com/captf/captf/test/fakecloud"
 )
 
@@ -508,13 +509,7 @@ func (e *env) setVariables(ctx context.Context, t *testing.T, gvr schema.GroupVe
 
 // findCondition returns condition typ of an object, nil when absent.
 func findCondition(u *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
+	return clusterctltest.Condition(u, typ)
 }
 
 // conditionsOf describes an object's conditions for messages.

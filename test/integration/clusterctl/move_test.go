@@ -149,19 +149,7 @@ func TestClusterctlMove(t *testing.T) {
 		_ = src.Env.Kube.CoreV1().Nodes().Delete(context.Background(), "m1-"+ns, metav1.DeleteOptions{})
 	})
 	src.F.WaitFor("Cluster API: the Machine's nodeRef, the Cluster's infrastructure provisioned and control plane initialized", func() (bool, string) {
-		m, err := src.Get(machineGVR, ns, "m1")
-		if err != nil {
-			return false, err.Error()
-		}
-		node, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
-		c, err := src.Get(clusterGVR, ns, "demo")
-		if err != nil {
-			return false, err.Error()
-		}
-		infra, _, _ := unstructured.NestedBool(c.Object, "status", "initialization", "infrastructureProvisioned")
-		cpInit := clusterctltest.Condition(c, "ControlPlaneInitialized")
-		return node != "" && infra && cpInit["status"] == "True",
-			fmt.Sprintf("Machine nodeRef %q; Cluster infrastructureProvisioned %v, ControlPlaneInitialized %v", node, infra, cpInit)
+		return clusterctltest.Movable(ctx, src.Dyn, ns, "demo", "m1")
 	})
 
 	before := map[string]*v1alpha1.WorkloadStatus{}
