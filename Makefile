@@ -98,7 +98,7 @@ test-e2e-as-root:
 	  else echo "make test: skipping make e2e: a node needs root (run make e2e as root)"; fi
 
 .PHONY: e2e
-e2e: control-plane node-binaries tofu capi-tools ## The manager in-cluster from manifests/ and a cluster's lifecycle on a real node: Jobs, rotation, revocation, destroy; Cluster API's core manager driving a Cluster and a Machine (root).
+e2e: control-plane node-binaries tofu capi-tools clusterctl-modules ## The manager in-cluster from manifests/ and a cluster's lifecycle on a real node: Jobs, rotation, revocation, destroy; Cluster API's core manager driving a Cluster and a Machine; captf installed by clusterctl init and a cluster moved to a second management cluster and back (root).
 	hack/node-prereqs.sh
 	CAPTF_E2E=1 $(GO) test -count=1 -v -timeout 40m ./test/e2e/...
 

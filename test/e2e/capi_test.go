@@ -25,6 +25,7 @@ import (
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
+	"github.com/captf/captf/test/clusterctltest"
 	"github.com/captf/captf/test/fakecloud"
 )
 
@@ -104,6 +105,10 @@ type capiRun struct {
 	bootstrap string
 	clusterID string
 	machineID string
+	// controlPlane labels the Machine a control-plane machine: with its
+	// nodeRef, Cluster API then counts the control plane initialized,
+	// which clusterctl move requires (capi_move_test.go).
+	controlPlane bool
 }
 
 func (r *capiRun) provision(ctx context.Context, t *testing.T) {
@@ -164,9 +169,13 @@ func (r *capiRun) provision(ctx context.Context, t *testing.T) {
 			"apiGroup": v1alpha1.SchemeGroupVersion.Group, "kind": v1alpha1.KindTerraformCluster, "name": clusterName,
 		}},
 	})
+	machineMeta := map[string]any{"name": machineName, "namespace": tenant}
+	if r.controlPlane {
+		machineMeta["labels"] = map[string]any{"cluster.x-k8s.io/control-plane": ""}
+	}
 	e.createCAPI(ctx, t, capiMachineGVR, map[string]any{
 		"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-		"metadata": map[string]any{"name": machineName, "namespace": tenant},
+		"metadata": machineMeta,
 		"spec": map[string]any{
 			"clusterName": clusterName,
 			"bootstrap":   map[string]any{"dataSecretName": bootstrapSecret},
@@ -500,13 +509,7 @@ func (e *env) setVariables(ctx context.Context, t *testing.T, gvr schema.GroupVe
 
 // findCondition returns condition typ of an object, nil when absent.
 func findCondition(u *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
+	return clusterctltest.Condition(u, typ)
 }
 
 // conditionsOf describes an object's conditions for messages.

@@ -19,7 +19,10 @@
 // TestCAPIClusterAndMachine (capi_test.go) runs Cluster API's core manager
 // beside the manager on a node of its own (SPEC K12); TestCAPITemplates
 // (capi_md_test.go, capi_clusterclass_test.go) does the same with a
-// MachineDeployment and a ClusterClass (SPEC K9).
+// MachineDeployment and a ClusterClass (SPEC K9). TestClusterctlMoveOnNode
+// (capi_move_test.go) installs captf with clusterctl init and moves a
+// provisioned cluster to a second management cluster and back with
+// clusterctl move (SPEC K10, K11, K12).
 //
 // They run with make e2e (CAPTF_E2E=1, root); otherwise they skip.
 package e2e
@@ -136,6 +139,29 @@ func (e *env) runSteps(ctx context.Context, t *testing.T, cp *controlplane.NodeF
 // Cluster API contract"). It skips unless CAPTF_E2E is set.
 func start(ctx context.Context, t *testing.T, capi bool, capiArgs ...string) (*env, *controlplane.NodeForTest) {
 	t.Helper()
+	e, cp := startNode(ctx, t)
+	var err error
+	if capi {
+		begin := time.Now()
+		if e.capi, err = cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: filepath.Join(e.root, "bin"), Args: capiArgs}); err != nil {
+			t.Fatalf("starting Cluster API's core manager: %v", err)
+		}
+		t.Cleanup(e.capi.Stop)
+		t.Logf("Cluster API's CRDs applied and its core manager ready in %s (log %s)", time.Since(begin).Round(time.Millisecond), e.capi.LogPath)
+	}
+
+	begin := time.Now()
+	e.deployManager(ctx, t)
+	e.deployFakeCloud(ctx, t)
+	t.Logf("manager and fake cloud deployed in %s", time.Since(begin).Round(time.Millisecond))
+	return e, cp
+}
+
+// startNode brings up the control plane with a node, builds and imports
+// the images, and gives the test its clients. It skips unless CAPTF_E2E
+// is set.
+func startNode(ctx context.Context, t *testing.T) (*env, *controlplane.NodeForTest) {
+	t.Helper()
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -165,19 +191,6 @@ func start(ctx context.Context, t *testing.T, capi bool, capiArgs ...string) (*e
 	if e.dyn, err = dynamic.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
 		t.Fatal(err)
 	}
-	if capi {
-		begin = time.Now()
-		if e.capi, err = cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: filepath.Join(root, "bin"), Args: capiArgs}); err != nil {
-			t.Fatalf("starting Cluster API's core manager: %v", err)
-		}
-		t.Cleanup(e.capi.Stop)
-		t.Logf("Cluster API's CRDs applied and its core manager ready in %s (log %s)", time.Since(begin).Round(time.Millisecond), e.capi.LogPath)
-	}
-
-	begin = time.Now()
-	e.deployManager(ctx, t)
-	e.deployFakeCloud(ctx, t)
-	t.Logf("manager and fake cloud deployed in %s", time.Since(begin).Round(time.Millisecond))
 	return e, cp
 }
 

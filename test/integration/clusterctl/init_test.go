@@ -1,7 +1,6 @@
 package clusterctl
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/captf/captf/test/clusterctltest"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -89,15 +89,7 @@ func TestClusterctlInit(t *testing.T) {
 	// An operator's own image, as clusterctl's image override and the
 	// runner's variable give it (docs/deploy.md, "With clusterctl").
 	const image = "captf.local/captf:clusterctl"
-	base, err := os.ReadFile(filepath.Join(repository(t), "clusterctl.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	config := filepath.Join(t.TempDir(), "clusterctl.yaml")
-	override := "images:\n  infrastructure-terraform:\n    repository: captf.local\n    tag: clusterctl\n"
-	if err := os.WriteFile(config, append(base, override...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := clusterctltest.ImageConfig(t, filepath.Join(repository(t), "clusterctl.yaml"), "captf.local", "clusterctl")
 	env := []string{"CAPTF_MANAGER_IMAGE=" + image}
 	kubeconfig := cp.KubeconfigPath(controlplane.Admin)
 

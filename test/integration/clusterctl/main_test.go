@@ -8,7 +8,7 @@
 //     configuration, admission policy and Deployment, labelled with the
 //     provider's name, and Cluster API's manager gets captf's aggregated
 //     ClusterRole. No pod runs here (no kubelet): that the manager becomes
-//     ready is the end-to-end test's (docs/local-control-plane.md).
+//     ready is the end-to-end test's (TestClusterctlMoveOnNode).
 //   - TestClusterctlGenerateCluster: `clusterctl generate cluster`, default
 //     and clusterclass flavors, renders what the API server accepts (dry-run
 //     create against the CRDs of captf, Cluster API and kubeadm).
@@ -23,7 +23,9 @@
 //     apply Job runs, nothing is destroyed in the source or applied again
 //     in the target (the copies adopt their state), the mirror is refused
 //     by B3 to a mover outside system:masters, and a spec change in the
-//     target applies once.
+//     target applies once. The same move with real Jobs on a node, and
+//     clusterctl init with the manager running, is test/e2e's
+//     TestClusterctlMoveOnNode; both use test/clusterctltest.
 package clusterctl
 
 import (

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,20 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/credentials"
-	"github.com/captf/captf/pkg/generated/clientset/versioned"
 	infrav1alpha1 "github.com/captf/captf/pkg/generated/clientset/versioned/typed/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/tfstate"
 	"github.com/captf/captf/pkg/tfstate/tfstatetest"
+	"github.com/captf/captf/test/clusterctltest"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -83,7 +76,7 @@ var (
 func TestClusterctlMove(t *testing.T) {
 	start := time.Now()
 	ctx := framework.Context(t)
-	bin := buildCaptf(t)
+	bin := clusterctltest.BuildCaptf(ctx, t, framework.Get(t).Root)
 	repository(t) // written before the planes start, timed on its own
 
 	src := startPlane(t, "source", bin)
@@ -91,19 +84,19 @@ func TestClusterctlMove(t *testing.T) {
 	t.Logf("two management clusters ready in %s", time.Since(start).Round(time.Millisecond))
 
 	// --- the source: a provisioned cluster and machine ---
-	ns := src.env.CreateNamespace(t, "move", nil)
+	ns := src.Env.CreateNamespace(t, "move", nil)
 	const secretValue = "move-secret-value"
-	ref := src.f.Source(framework.DefaultData(secretValue))
-	id := src.f.Identity(ref, framework.List(ns))
+	ref := src.F.Source(framework.DefaultData(secretValue))
+	id := src.F.Identity(ref, framework.List(ns))
 	idRef := &v1alpha1.IdentityReference{Name: id}
 	source := v1alpha1.SourceSpec{Image: "example.com/module:1"}
 
-	api := src.env.Captf.InfrastructureV1alpha1()
+	api := src.Env.Captf.InfrastructureV1alpha1()
 	if _, err := api.TerraformClusters(ns).Create(ctx, &v1alpha1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
 		Spec: v1alpha1.TerraformClusterSpec{IdentityRef: idRef, Source: source}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	src.create(t, clusterGVR, ns, map[string]any{
+	src.Create(t, clusterGVR, ns, map[string]any{
 		"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
 		"metadata": map[string]any{"name": "demo", "namespace": ns},
 		"spec": map[string]any{"infrastructureRef": map[string]any{
@@ -111,15 +104,15 @@ func TestClusterctlMove(t *testing.T) {
 	})
 	cj := src.waitJob(t, ns, v1alpha1.KindTerraformCluster, "demo", v1alpha1.JobActionApply)
 	src.succeed(t, ns, v1alpha1.KindTerraformCluster, "demo", cj, map[string]string{"control_plane_endpoint": `{"host":"cp.demo.example","port":6443}`})
-	src.waitProvisioned(t, ns, v1alpha1.KindTerraformCluster, "demo")
+	src.WaitProvisioned(t, ns, v1alpha1.KindTerraformCluster, "demo")
 
 	// The workload cluster's kubeconfig (the source control plane itself):
 	// Cluster API reads the machine's Node from it.
-	kubeconfig, err := os.ReadFile(src.kubeconfig)
+	kubeconfig, err := os.ReadFile(src.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src.secret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-kubeconfig",
+	src.Secret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-kubeconfig",
 		Labels: map[string]string{v1alpha1.LabelClusterName: "demo"}},
 		Type: "cluster.x-k8s.io/secret", Data: map[string][]byte{"value": kubeconfig}})
 
@@ -127,7 +120,7 @@ func TestClusterctlMove(t *testing.T) {
 		Spec: v1alpha1.TerraformMachineSpec{IdentityRef: idRef, Source: source}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	machine := src.create(t, machineGVR, ns, map[string]any{
+	machine := src.Create(t, machineGVR, ns, map[string]any{
 		"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
 		"metadata": map[string]any{"name": "m1", "namespace": ns, "labels": map[string]any{
 			"cluster.x-k8s.io/control-plane": "", v1alpha1.LabelClusterName: "demo"}},
@@ -139,41 +132,29 @@ func TestClusterctlMove(t *testing.T) {
 	})
 	// The bootstrap data, owned (as a bootstrap provider's is, through its
 	// config) by what moves: here the Machine.
-	src.secret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1-bootstrap",
+	src.Secret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1-bootstrap",
 		Labels:          map[string]string{v1alpha1.LabelClusterName: "demo"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Machine", Name: "m1", UID: machine.GetUID()}}},
 		Type: "cluster.x-k8s.io/secret", Data: map[string][]byte{"value": []byte("#cloud-config for m1"), "format": []byte("cloud-config")}})
 	mj := src.waitJob(t, ns, v1alpha1.KindTerraformMachine, "m1", v1alpha1.JobActionApply)
 	src.succeed(t, ns, v1alpha1.KindTerraformMachine, "m1", mj, map[string]string{"provider_id": `"fake://m1"`})
-	src.waitProvisioned(t, ns, v1alpha1.KindTerraformMachine, "m1")
+	src.WaitProvisioned(t, ns, v1alpha1.KindTerraformMachine, "m1")
 
 	// The machine's Node in the workload cluster, found by its provider ID.
-	if _, err := src.env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m1-" + ns},
+	if _, err := src.Env.Kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "m1-" + ns},
 		Spec: corev1.NodeSpec{ProviderID: "fake://m1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = src.env.Kube.CoreV1().Nodes().Delete(context.Background(), "m1-"+ns, metav1.DeleteOptions{})
+		_ = src.Env.Kube.CoreV1().Nodes().Delete(context.Background(), "m1-"+ns, metav1.DeleteOptions{})
 	})
-	src.f.WaitFor("Cluster API: the Machine's nodeRef, the Cluster's infrastructure provisioned and control plane initialized", func() (bool, string) {
-		m, err := src.get(machineGVR, ns, "m1")
-		if err != nil {
-			return false, err.Error()
-		}
-		node, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name")
-		c, err := src.get(clusterGVR, ns, "demo")
-		if err != nil {
-			return false, err.Error()
-		}
-		infra, _, _ := unstructured.NestedBool(c.Object, "status", "initialization", "infrastructureProvisioned")
-		cpInit := condition(c, "ControlPlaneInitialized")
-		return node != "" && infra && cpInit["status"] == "True",
-			fmt.Sprintf("Machine nodeRef %q; Cluster infrastructureProvisioned %v, ControlPlaneInitialized %v", node, infra, cpInit)
+	src.F.WaitFor("Cluster API: the Machine's nodeRef, the Cluster's infrastructure provisioned and control plane initialized", func() (bool, string) {
+		return clusterctltest.Movable(ctx, src.Dyn, ns, "demo", "m1")
 	})
 
 	before := map[string]*v1alpha1.WorkloadStatus{}
 	for _, o := range []struct{ kind, name string }{{v1alpha1.KindTerraformCluster, "demo"}, {v1alpha1.KindTerraformMachine, "m1"}} {
-		before[o.kind] = src.status(t, ns, o.kind, o.name)
+		before[o.kind] = src.Status(t, ns, o.kind, o.name)
 	}
 	srcMachine, err := api.TerraformMachines(ns).Get(ctx, "m1", metav1.GetOptions{})
 	if err != nil {
@@ -184,7 +165,7 @@ func TestClusterctlMove(t *testing.T) {
 	}
 
 	// --- the operator copies the identity's source Secret to the target ---
-	copied := copySource(t, src, dst, ref)
+	copied := clusterctltest.CopySource(ctx, t, src.Env.Kube, dst.Env.Kube, ref)
 
 	// B3 in the target, for what the move will copy: a mover that is not
 	// system:masters (here a cluster-admin) may not create the Secrets
@@ -197,8 +178,8 @@ func TestClusterctlMove(t *testing.T) {
 	t.Logf("B3: Secrets of the move a cluster-admin outside system:masters may not create in the target: %v", guarded)
 
 	// Every Job created from here on, in either plane's namespace.
-	srcJobs := recordJobs(t, src.env.Kube, ns)
-	dstJobs := recordJobs(t, dst.env.Kube, ns)
+	srcJobs := clusterctltest.RecordJobs(ctx, t, src.Env.Kube, ns)
+	dstJobs := clusterctltest.RecordJobs(ctx, t, dst.Env.Kube, ns)
 
 	// A run in progress when the move starts: a spec change of the
 	// cluster, whose apply Job marks it block-move.
@@ -208,7 +189,7 @@ func TestClusterctlMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	var running batchv1.Job
-	src.f.WaitFor("the apply Job of the cluster's change, the cluster marked block-move", func() (bool, string) {
+	src.F.WaitFor("the apply Job of the cluster's change, the cluster marked block-move", func() (bool, string) {
 		j, ok := src.jobOf(ns, v1alpha1.KindTerraformCluster, "demo", v1alpha1.JobActionApply, gen2.Generation)
 		c, err := api.TerraformClusters(ns).Get(ctx, "demo", metav1.GetOptions{})
 		if err != nil {
@@ -232,13 +213,13 @@ func TestClusterctlMove(t *testing.T) {
 	moveStart := time.Now()
 	go func() {
 		defer close(finished)
-		o, e, err := runClusterctl(moveCtx, t, nil, "move", "--kubeconfig", src.kubeconfig, "--to-kubeconfig", dst.kubeconfig, "-n", ns, "-v", "3")
+		o, e, err := runClusterctl(moveCtx, t, nil, "move", "--kubeconfig", src.Kubeconfig, "--to-kubeconfig", dst.Kubeconfig, "-n", ns, "-v", "3")
 		done <- result{o, e, err}
 	}()
 	// clusterctl pauses the Cluster, then waits for block-move to go: the
 	// copies are not created meanwhile.
-	src.f.WaitFor("clusterctl pauses the source Cluster", func() (bool, string) {
-		c, err := src.get(clusterGVR, ns, "demo")
+	src.F.WaitFor("clusterctl pauses the source Cluster", func() (bool, string) {
+		c, err := src.Get(clusterGVR, ns, "demo")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -276,20 +257,20 @@ func TestClusterctlMove(t *testing.T) {
 	// --- after ---
 	api2 := dapi(dst)
 	for _, o := range []struct{ kind, name string }{{v1alpha1.KindTerraformCluster, "demo"}, {v1alpha1.KindTerraformMachine, "m1"}} {
-		st := dst.waitStatus(t, ns, o.kind, o.name, "adopted the state, Ready", func(st *v1alpha1.WorkloadStatus) (bool, string) {
-			if js := dstJobs.names(); len(js) != 0 {
+		st := dst.WaitStatus(t, ns, o.kind, o.name, "adopted the state, Ready", func(st *v1alpha1.WorkloadStatus) (bool, string) {
+			if js := dstJobs.Names(); len(js) != 0 {
 				t.Fatalf("K11: Jobs in the target before any change there (applied twice): %v", js)
 			}
 			ready := meta.FindStatusCondition(st.Conditions, string(v1alpha1.ConditionReady))
-			return st.LastApply != nil && st.LastApply.JobName == "(adopted from the state)" && isProvisioned(st) &&
+			return st.LastApply != nil && st.LastApply.JobName == "(adopted from the state)" && clusterctltest.IsProvisioned(st) &&
 					ready != nil && ready.Status == metav1.ConditionTrue,
 				fmt.Sprintf("lastApply %+v, initialization %+v", st.LastApply, st.Initialization)
 		})
 		if want := before[o.kind].Outputs; want == nil || st.Outputs == nil || string(st.Outputs.Raw) != string(want.Raw) {
 			t.Errorf("K11: %s %s in the target: outputs %v, want the source's %v", o.kind, o.name, st.Outputs, want)
 		}
-		dst.f.WaitFor("the StateAdopted event of "+o.kind+" "+o.name, func() (bool, string) {
-			evs, err := dst.env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		dst.F.WaitFor("the StateAdopted event of "+o.kind+" "+o.name, func() (bool, string) {
+			evs, err := dst.Env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -317,13 +298,13 @@ func TestClusterctlMove(t *testing.T) {
 		t.Errorf("K11: target endpoint %+v, provider ID %q; source had %+v, %q",
 			dstCluster.Spec.ControlPlaneEndpoint, dstMachine.Spec.ProviderID, srcCluster.Spec.ControlPlaneEndpoint, srcMachine.Spec.ProviderID)
 	}
-	dst.f.WaitFor("Cluster API in the target: the Cluster's infrastructure provisioned, the Machine's infrastructure ready", func() (bool, string) {
-		c, err := dst.get(clusterGVR, ns, "demo")
+	dst.F.WaitFor("Cluster API in the target: the Cluster's infrastructure provisioned, the Machine's infrastructure ready", func() (bool, string) {
+		c, err := dst.Get(clusterGVR, ns, "demo")
 		if err != nil {
 			return false, err.Error()
 		}
 		infra, _, _ := unstructured.NestedBool(c.Object, "status", "initialization", "infrastructureProvisioned")
-		m, err := dst.get(machineGVR, ns, "m1")
+		m, err := dst.Get(machineGVR, ns, "m1")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -339,8 +320,8 @@ func TestClusterctlMove(t *testing.T) {
 	owner := map[string]types.UID{v1alpha1.KindTerraformCluster: dstCluster.UID, v1alpha1.KindTerraformMachine: dstMachine.UID}
 	for kind, data := range src.states {
 		name := tfstate.SecretName(jobs.StateSuffix(kind, map[string]string{v1alpha1.KindTerraformCluster: "demo", v1alpha1.KindTerraformMachine: "m1"}[kind]))
-		dst.f.WaitFor("the state "+name+" in the target, owned by the copy", func() (bool, string) {
-			got, err := dst.env.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		dst.F.WaitFor("the state "+name+" in the target, owned by the copy", func() (bool, string) {
+			got, err := dst.Env.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -350,19 +331,19 @@ func TestClusterctlMove(t *testing.T) {
 			return slices.ContainsFunc(got.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == owner[kind] }),
 				fmt.Sprintf("owners %v", got.OwnerReferences)
 		})
-		if _, err := src.env.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := src.Env.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("K11: the state %s is still in the source (%v)", name, err)
 		}
 	}
 	// The mirror, copied by clusterctl (system:masters, through B3),
 	// owned by the copies and current for the target's manager.
-	dst.f.WaitMirror(ns, id, "owned by both copies", func(m *corev1.Secret) bool {
+	dst.F.WaitMirror(ns, id, "owned by both copies", func(m *corev1.Secret) bool {
 		return slices.ContainsFunc(m.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == dstCluster.UID }) &&
 			slices.ContainsFunc(m.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == dstMachine.UID })
 	})
-	dst.f.WaitCondition("target TerraformCluster demo", dst.f.ClusterConds(ns, "demo"), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
+	dst.F.WaitCondition("target TerraformCluster demo", dst.F.ClusterConds(ns, "demo"), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 	for _, o := range []struct{ kind, name string }{{v1alpha1.KindTerraformCluster, "demo"}, {v1alpha1.KindTerraformMachine, "m1"}} {
-		if _, _, err := src.object(ns, o.kind, o.name); !apierrors.IsNotFound(err) {
+		if _, _, err := src.Object(ns, o.kind, o.name); !apierrors.IsNotFound(err) {
 			t.Errorf("%s %s still in the source after the move (%v)", o.kind, o.name, err)
 		}
 	}
@@ -373,17 +354,17 @@ func TestClusterctlMove(t *testing.T) {
 	if _, err := api2.TerraformClusterIdentities().Get(ctx, id, metav1.GetOptions{}); err != nil {
 		t.Errorf("K11: the identity in the target: %v", err)
 	}
-	got, err := dst.env.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	got, err := dst.Env.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the operator's copy of the source Secret: %v", err)
 	}
 	if got.ResourceVersion != copied.ResourceVersion {
 		t.Errorf("K11: the move wrote the identity's source Secret in the target (resourceVersion %s, copied as %s)", got.ResourceVersion, copied.ResourceVersion)
 	}
-	if _, err := src.env.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err != nil {
+	if _, err := src.Env.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("K11: the identity's source Secret in the source: %v", err)
 	}
-	named, err := dst.env.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
+	named, err := dst.Env.Kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,15 +376,15 @@ func TestClusterctlMove(t *testing.T) {
 
 	// No Job at all from the move: no destroy in the source, no apply in
 	// the target.
-	if js := srcJobs.names(); len(js) != 1 || js[0] != "apply "+running.Name {
+	if js := srcJobs.Names(); len(js) != 1 || js[0] != "apply "+running.Name {
 		t.Errorf("K11: Jobs created in the source: %v, want only the apply %s started before the move", js, running.Name)
 	}
-	if js := dstJobs.names(); len(js) != 0 {
+	if js := dstJobs.Names(); len(js) != 0 {
 		t.Errorf("K11: the move created Jobs in the target: %v", js)
 	}
 	// Whether the source's manager saw the deletions for move before
 	// clusterctl removed the finalizers is a race: reported, not asserted.
-	if evs, err := src.env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if evs, err := src.Env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		var moved []string
 		for _, e := range evs.Items {
 			if e.Reason == v1alpha1.EventMovedAway {
@@ -420,8 +401,8 @@ func TestClusterctlMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst.f.WaitFor("one apply Job of the target's change", func() (bool, string) {
-		js := dstJobs.names()
+	dst.F.WaitFor("one apply Job of the target's change", func() (bool, string) {
+		js := dstJobs.Names()
 		return len(js) == 1 && strings.HasPrefix(js[0], "apply "), fmt.Sprintf("Jobs %v", js)
 	})
 	j := dst.waitJob(t, ns, v1alpha1.KindTerraformCluster, "demo", v1alpha1.JobActionApply)
@@ -432,200 +413,39 @@ func TestClusterctlMove(t *testing.T) {
 	// start a second one.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if js := dstJobs.names(); len(js) != 1 {
+		if js := dstJobs.Names(); len(js) != 1 {
 			t.Fatalf("the target's change: Jobs %v, want exactly one apply", js)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if js := srcJobs.names(); len(js) != 1 {
+	if js := srcJobs.Names(); len(js) != 1 {
 		t.Errorf("K11: Jobs created in the source: %v", js)
 	}
 	t.Logf("TestClusterctlMove took %s in all", time.Since(start).Round(time.Millisecond))
 }
 
-// plane is one management cluster of the move test.
+// plane is one management cluster of the move test, with the state the
+// test last wrote there.
 type plane struct {
-	name       string
-	env        *framework.Env
-	f          *framework.Fixture
-	dyn        dynamic.Interface
-	kubeconfig string
+	*clusterctltest.Plane
 	// states is the data of the last state the test wrote, by kind.
 	states map[string][]byte
 }
 
-// buildCaptf builds cmd/captf for the planes' managers.
-func buildCaptf(t *testing.T) string {
+// startPlane starts a management cluster (clusterctltest.StartPlane) with
+// the package's repository.
+func startPlane(t *testing.T, name, bin string) *plane {
 	t.Helper()
 	e := framework.Get(t)
-	bin := filepath.Join(t.TempDir(), "captf")
-	start := time.Now()
-	build := exec.CommandContext(framework.Context(t), "go", "build", "-o", bin, "./cmd/captf")
-	build.Dir = e.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building captf: %v\n%s", err, out)
-	}
-	t.Logf("captf built in %s", time.Since(start).Round(time.Millisecond))
-	return bin
-}
-
-// startPlane starts a control plane with kube-controller-manager, runs
-// `clusterctl init --infrastructure terraform` into it, removes the
-// webhook configurations that point at the Services of pods that never
-// run here, and starts Cluster API's core manager, then captf's manager as
-// its ServiceAccount with its webhook (captf's configuration pointed at
-// it), in that order (captf discovers Cluster API's resources at start).
-func startPlane(t *testing.T, name, captfBin string) *plane {
-	t.Helper()
-	ctx := framework.Context(t)
-	e := framework.Get(t)
-	start := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: filepath.Join(e.Root, "bin"), ControllerManager: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
-	env := &framework.Env{CP: cp, Root: e.Root, Admin: cp.RestConfig(controlplane.Admin), CaptfBinary: captfBin}
-	if env.Kube, err = kubernetes.NewForConfig(env.Admin); err != nil {
-		t.Fatal(err)
-	}
-	if env.Captf, err = versioned.NewForConfig(env.Admin); err != nil {
-		t.Fatal(err)
-	}
-	p := &plane{name: name, env: env, kubeconfig: cp.KubeconfigPath(controlplane.Admin), states: map[string][]byte{}}
-	if p.dyn, err = dynamic.NewForConfig(env.Admin); err != nil {
-		t.Fatal(err)
-	}
-
-	stdout, stderr, err := runClusterctl(ctx, t, nil, "init", "--kubeconfig", p.kubeconfig, "--infrastructure", "terraform")
-	if err != nil {
-		t.Fatalf("clusterctl init into the %s: %v\n%s%s", name, err, stdout, stderr)
-	}
-	adm := env.Kube.AdmissionregistrationV1()
-	vwcs, err := adm.ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range vwcs.Items {
-		if err := adm.ValidatingWebhookConfigurations().Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mwcs, err := adm.MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range mwcs.Items {
-		if err := adm.MutatingWebhookConfigurations().Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The trust-boundary policy came with the components (B3).
-	if _, err := adm.ValidatingAdmissionPolicyBindings().Get(ctx, "captf-trust-boundary", metav1.GetOptions{}); err != nil {
-		t.Fatalf("the %s's trust-boundary policy binding: %v", name, err)
-	}
-
-	capi, err := cp.StartCAPI(ctx, controlplane.CAPIOptions{BinDir: filepath.Join(e.Root, "bin")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("end of the %s's Cluster API manager log (%s):\n%s", name, capi.LogPath, capi.LogTail(6000))
-		}
-		capi.Stop()
-	})
-	certDir, ca := framework.WebhookCert(t)
-	m := env.StartManager(t, framework.ManagerOptions{User: controlplane.Manager, Webhook: true, WebhookCertDir: certDir})
-	env.InstallWebhook(t, m, ca)
-	p.f = &framework.Fixture{T: t, Env: env, Ctx: ctx, Manager: m, Settle: 3 * time.Minute}
-	t.Logf("the %s: control plane, clusterctl init, Cluster API's and captf's managers in %s", name, time.Since(start).Round(time.Millisecond))
-	return p
-}
-
-func (p *plane) create(t *testing.T, gvr schema.GroupVersionResource, ns string, obj map[string]any) *unstructured.Unstructured {
-	t.Helper()
-	u, err := p.dyn.Resource(gvr).Namespace(ns).Create(framework.Context(t), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
-func (p *plane) get(gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	return p.dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-}
-
-func (p *plane) secret(t *testing.T, s *corev1.Secret) *corev1.Secret {
-	t.Helper()
-	s, err := p.env.Kube.CoreV1().Secrets(s.Namespace).Create(framework.Context(t), s, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// object reads kind/name: its metadata and status.
-func (p *plane) object(ns, kind, name string) (metav1.Object, *v1alpha1.WorkloadStatus, error) {
-	api := p.env.Captf.InfrastructureV1alpha1()
-	switch kind {
-	case v1alpha1.KindTerraformCluster:
-		o, err := api.TerraformClusters(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return o, &o.Status, nil
-	case v1alpha1.KindTerraformMachine:
-		o, err := api.TerraformMachines(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return o, &o.Status, nil
-	}
-	return nil, nil, fmt.Errorf("unknown kind %s", kind)
-}
-
-func (p *plane) status(t *testing.T, ns, kind, name string) *v1alpha1.WorkloadStatus {
-	t.Helper()
-	_, st, err := p.object(ns, kind, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func (p *plane) waitStatus(t *testing.T, ns, kind, name, what string, ok func(*v1alpha1.WorkloadStatus) (bool, string)) *v1alpha1.WorkloadStatus {
-	t.Helper()
-	var got *v1alpha1.WorkloadStatus
-	p.f.WaitFor(p.name+": "+kind+" "+name+": "+what, func() (bool, string) {
-		_, st, err := p.object(ns, kind, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		got = st
-		done, msg := ok(st)
-		return done, msg + "; " + framework.Describe(st.Conditions)
-	})
-	return got
-}
-
-func isProvisioned(st *v1alpha1.WorkloadStatus) bool {
-	return st.Initialization != nil && ptr.Deref(st.Initialization.Provisioned, false)
-}
-
-func (p *plane) waitProvisioned(t *testing.T, ns, kind, name string) {
-	t.Helper()
-	p.waitStatus(t, ns, kind, name, "provisioned", func(st *v1alpha1.WorkloadStatus) (bool, string) {
-		return isProvisioned(st), fmt.Sprintf("initialization %+v", st.Initialization)
-	})
+	return &plane{Plane: clusterctltest.StartPlane(t, name, e.Root, filepath.Join(repository(t), "clusterctl.yaml"), bin), states: map[string][]byte{}}
 }
 
 // waitJob waits for a Job of kind/name with action and returns the newest.
 func (p *plane) waitJob(t *testing.T, ns, kind, name string, action v1alpha1.JobAction) batchv1.Job {
 	t.Helper()
 	var found batchv1.Job
-	p.f.WaitFor(fmt.Sprintf("%s: %s Job of %s %s", p.name, action, kind, name), func() (bool, string) {
-		l, err := p.env.Kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
+	p.F.WaitFor(fmt.Sprintf("%s: %s Job of %s %s", p.Name, action, kind, name), func() (bool, string) {
+		l, err := p.Env.Kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -643,7 +463,7 @@ func (p *plane) waitJob(t *testing.T, ns, kind, name string, action v1alpha1.Job
 
 // jobOf finds the Job of kind/name with action and generation.
 func (p *plane) jobOf(ns, kind, name string, action v1alpha1.JobAction, generation int64) (batchv1.Job, bool) {
-	l, err := p.env.Kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
+	l, err := p.Env.Kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return batchv1.Job{}, false
 	}
@@ -657,7 +477,7 @@ func (p *plane) jobOf(ns, kind, name string, action v1alpha1.JobAction, generati
 }
 
 func dapi(p *plane) infrav1alpha1.InfrastructureV1alpha1Interface {
-	return p.env.Captf.InfrastructureV1alpha1()
+	return p.Env.Captf.InfrastructureV1alpha1()
 }
 
 // succeed plays a successful apply of j: the state the module leaves,
@@ -667,7 +487,7 @@ func (p *plane) succeed(t *testing.T, ns, kind, name string, j batchv1.Job, outp
 	ctx := framework.Context(t)
 	suffix := jobs.StateSuffix(kind, name)
 	want := tfstatetest.Secret(ns, tfstate.SecretName(suffix), suffix, tfstatetest.Gzip(tfstatetest.State("", outputs)))
-	secrets := p.env.Kube.CoreV1().Secrets(ns)
+	secrets := p.Env.Kube.CoreV1().Secrets(ns)
 	cur, err := secrets.Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -680,25 +500,9 @@ func (p *plane) succeed(t *testing.T, ns, kind, name string, j batchv1.Job, outp
 		t.Fatal(err)
 	}
 	p.states[kind] = want.Data[tfstate.DataKey]
-	if err := p.env.FinishJob(framework.Context(t), ns, j.Name, ""); err != nil {
+	if err := p.Env.FinishJob(framework.Context(t), ns, j.Name, ""); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// copySource copies the identity's source Secret to the target as the
-// runbook says (same namespace, name, data, labels and annotations).
-func copySource(t *testing.T, src, dst *plane, ref v1alpha1.SecretReference) *corev1.Secret {
-	t.Helper()
-	ctx := framework.Context(t)
-	s, err := src.env.Kube.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dst.env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ref.Namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return dst.secret(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, Labels: s.Labels, Annotations: s.Annotations},
-		Type: s.Type, Data: s.Data})
 }
 
 // b3Guarded creates namespace ns in dst and dry-runs there, as a
@@ -710,21 +514,21 @@ func copySource(t *testing.T, src, dst *plane, ref v1alpha1.SecretReference) *co
 func b3Guarded(t *testing.T, src, dst *plane, ns, secretValue string) []string {
 	t.Helper()
 	ctx := framework.Context(t)
-	if _, err := dst.env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := dst.Env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dst.env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+	if _, err := dst.Env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "alice-cluster-admin"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: controlplane.Alice}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	alice, err := kubernetes.NewForConfig(dst.env.CP.RestConfig(controlplane.Alice))
+	alice, err := kubernetes.NewForConfig(dst.Env.CP.RestConfig(controlplane.Alice))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := src.env.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
+	l, err := src.Env.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -740,7 +544,7 @@ func b3Guarded(t *testing.T, src, dst *plane, ns, secretValue string) []string {
 		c := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations},
 			Type: s.Type, Data: s.Data}
 		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
-		if _, err := dst.env.Kube.CoreV1().Secrets(ns).Create(ctx, c, dry); err != nil {
+		if _, err := dst.Env.Kube.CoreV1().Secrets(ns).Create(ctx, c, dry); err != nil {
 			t.Fatalf("B3: the admin (system:masters) may not create %s in the target: %v", s.Name, err)
 		}
 		_, err := alice.CoreV1().Secrets(ns).Create(ctx, c, dry)
@@ -756,61 +560,4 @@ func b3Guarded(t *testing.T, src, dst *plane, ns, secretValue string) []string {
 		refused = append(refused, s.Name)
 	}
 	return refused
-}
-
-// jobRecorder keeps every Job a watch saw created in a namespace, as
-// "<action> <name>".
-type jobRecorder struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (r *jobRecorder) names() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.seen)
-}
-
-// recordJobs watches ns's Jobs from now until the test ends; a Job that
-// already exists is not recorded.
-func recordJobs(t *testing.T, kube kubernetes.Interface, ns string) *jobRecorder {
-	t.Helper()
-	ctx := framework.Context(t)
-	l, err := kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, l.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return kube.BatchV1().Jobs(ns).Watch(ctx, o)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	r := &jobRecorder{}
-	go func() {
-		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
-			if !ok || ev.Type != watch.Added {
-				continue
-			}
-			r.mu.Lock()
-			r.seen = append(r.seen, string(jobs.ActionOf(j))+" "+j.Name)
-			r.mu.Unlock()
-		}
-	}()
-	return r
-}
-
-// condition returns condition typ of a Cluster API object's status.
-func condition(u *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
 }

@@ -3,63 +3,32 @@ package clusterctl
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/captf/captf/test/clusterctltest"
 	"github.com/captf/captf/test/integration/framework"
 )
 
 // The names hack/clusterctl-repository.sh writes.
 const (
-	providerLabel  = "infrastructure-terraform"
-	releaseVersion = "v0.1.0"
-	labelProvider  = "cluster.x-k8s.io/provider"
+	providerLabel  = clusterctltest.ProviderLabel
+	releaseVersion = clusterctltest.ReleaseVersion
+	labelProvider  = clusterctltest.LabelProvider
 )
 
-// repo is the local repository, written once per package.
-var repo struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-// repository writes the local clusterctl repository with the script make
-// clusterctl-repository runs, once for the package, and returns its
-// directory (clusterctl.yaml names every file in it).
+// repository writes the local clusterctl repository once for the package
+// (in its control plane's directory) and returns its directory.
 func repository(t *testing.T) string {
 	t.Helper()
 	e := framework.Get(t)
-	repo.once.Do(func() {
-		dir, err := os.MkdirTemp(e.CP.Dir, "clusterctl-repository-")
-		if err != nil {
-			repo.err = err
-			return
-		}
-		start := time.Now()
-		cmd := exec.Command(filepath.Join(e.Root, "hack", "clusterctl-repository.sh"), "--repository", dir)
-		cmd.Env = append(os.Environ(), "RELEASE_VERSION="+releaseVersion)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			repo.err = fmt.Errorf("hack/clusterctl-repository.sh: %v\n%s", err, out)
-			return
-		}
-		t.Logf("local clusterctl repository written in %s:\n%s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
-		repo.dir = dir
-	})
-	if repo.err != nil {
-		t.Fatal(repo.err)
-	}
-	return repo.dir
+	return clusterctltest.Repository(t, e.Root, e.CP.Dir)
 }
 
 // providerFile is a file of captf's release in the repository.
@@ -88,17 +57,7 @@ func runClusterctl(ctx context.Context, t *testing.T, env []string, args ...stri
 // config.
 func runClusterctlConfig(ctx context.Context, t *testing.T, config string, env []string, args ...string) (stdout, stderr []byte, err error) {
 	t.Helper()
-	e := framework.Get(t)
-	home := t.TempDir()
-	args = append(args, "--config", config)
-	cmd := exec.CommandContext(ctx, filepath.Join(e.Root, "bin", "clusterctl"), args...)
-	cmd.Env = append([]string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "PATH=" + os.Getenv("PATH")}, env...)
-	var o, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &se
-	start := time.Now()
-	err = cmd.Run()
-	t.Logf("clusterctl %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
-	return o.Bytes(), se.Bytes(), err
+	return clusterctltest.Run(ctx, t, framework.Get(t).Root, config, env, args...)
 }
 
 // objects splits multi-document YAML into objects, skipping empty ones.
