@@ -67,7 +67,7 @@ func TestK1ContractLabelsAndShortNames(t *testing.T) {
 // TestK1PrinterColumns checks the printer columns of SPEC K1 as the API
 // server computes them (the Table kubectl get prints): their names, which
 // are wide (-o wide), and their values for objects that have every field,
-// label and owner reference the columns read (UPSTREAM A1-21..A1-38).
+// label and owner reference the columns read (UPSTREAM A1-21..A1-38; A1-37's Replicas from status.replicas).
 func TestK1PrinterColumns(t *testing.T) {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
@@ -98,10 +98,15 @@ func TestK1PrinterColumns(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.TerraformMachinePools(ns).Create(ctx, &v1alpha1.TerraformMachinePool{
+	p, err := api.TerraformMachinePools(ns).Create(ctx, &v1alpha1.TerraformMachinePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "tmp", Labels: labels, OwnerReferences: owner("MachinePool", "demo-mp-0")},
 		Spec:       v1alpha1.TerraformMachinePoolSpec{Source: source},
-	}, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Replicas = ptr.To[int32](3)
+	if _, err := api.TerraformMachinePools(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -120,8 +125,8 @@ func TestK1PrinterColumns(t *testing.T) {
 			[]string{"Name", "Cluster", "Machine", "Identity", "Ready", "Provisioned", "ProviderID", "+Reason", "+Image", "Age"},
 			map[string]string{"Name": "tm", "Cluster": "demo", "Machine": "demo-md-0-x7", "ProviderID": "fake://machine/7", "Image": source.Image}},
 		{"terraformmachinepools",
-			[]string{"Name", "Cluster", "MachinePool", "Identity", "Ready", "Provisioned", "+Reason", "+Image", "Age"},
-			map[string]string{"Name": "tmp", "Cluster": "demo", "MachinePool": "demo-mp-0", "Image": source.Image}},
+			[]string{"Name", "Cluster", "MachinePool", "Replicas", "Identity", "Ready", "Provisioned", "+Reason", "+Image", "Age"},
+			map[string]string{"Name": "tmp", "Cluster": "demo", "MachinePool": "demo-mp-0", "Replicas": "3", "Image": source.Image}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.resource, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.metadata.labels.cluster\.x-k8s\.io/cluster-name`,description="The Cluster API Cluster this object belongs to"
 // +kubebuilder:printcolumn:name="MachinePool",type=string,JSONPath=`.metadata.ownerReferences[?(@.kind=="MachinePool")].name`,description="The Cluster API MachinePool that owns this object"
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`,description="The instances the pool has, from its output replicas"
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.identity`,description="The identity this pool resolved to"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Provisioned",type=boolean,JSONPath=`.status.initialization.provisioned`,description="A succeeded apply is recorded"
