@@ -17,6 +17,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
+	"github.com/captf/captf/pkg/statebackup"
 	"github.com/captf/captf/pkg/tfstate"
 	"github.com/captf/captf/test/clusterctltest"
 )
@@ -124,30 +125,59 @@ func (r *moveRun) checkAdopted(ctx context.Context, t *testing.T, to plane, befo
 	return uids
 }
 
-// checkStateMoved: the state is in to, the same data, owned by the
-// copies; gone from from, as the objects are.
+// checkStateMoved: every Secret a moved object owned in the source (its
+// state, inputs Secret, state backups, the mirror; K11: "state Secrets
+// (and backups, run Secrets) move with their object") is in to, owned by
+// the copy, and gone from from; the state's data is the source's; the
+// objects are gone from from.
 func (r *moveRun) checkStateMoved(ctx context.Context, t *testing.T, from, to plane, before snapshot, uids map[string]types.UID) {
 	t.Helper()
 	for _, o := range moved {
-		name := tfstate.SecretName(jobs.StateSuffix(o.kind, o.name))
-		r.waitFor(ctx, t, time.Minute, to.name+": the state "+name+", owned by the copy", func() (bool, string) {
-			s, err := to.kube.CoreV1().Secrets(tenant).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
+		state := tfstate.SecretName(jobs.StateSuffix(o.kind, o.name))
+		owned := before.owned[o.kind]
+		for _, want := range []string{state, jobs.InputsSecretName(jobs.StateSuffix(o.kind, o.name))} {
+			if !slices.Contains(owned, want) {
+				t.Fatalf("K11: %s %s did not own %s in %s before the move (it owned %v)", o.kind, o.name, want, from.name, owned)
 			}
-			if string(s.Data[tfstate.DataKey]) != string(before.states[name]) {
-				t.Fatalf("K11: the state %s in %s is not the source's", name, to.name)
-			}
-			return slices.ContainsFunc(s.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == uids[o.kind] }),
-				fmt.Sprintf("owners %v", s.OwnerReferences)
-		})
-		if _, err := from.kube.CoreV1().Secrets(tenant).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("K11: the state %s is still in %s (%v)", name, from.name, err)
+		}
+		if !slices.ContainsFunc(owned, func(n string) bool { return strings.HasPrefix(n, statebackup.Prefix) }) {
+			t.Fatalf("K11: %s %s owned no state backup in %s before the move (it owned %v)", o.kind, o.name, from.name, owned)
+		}
+		t.Logf("%s %s: %d owned Secrets to move: %v", o.kind, o.name, len(owned), owned)
+		for _, name := range owned {
+			r.waitFor(ctx, t, time.Minute, to.name+": "+name+", owned by the copy, and gone from "+from.name, func() (bool, string) {
+				s, err := to.kube.CoreV1().Secrets(tenant).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				if name == state && string(s.Data[tfstate.DataKey]) != string(before.states[name]) {
+					t.Fatalf("K11: the state %s in %s is not the source's", name, to.name)
+				}
+				_, err = from.kube.CoreV1().Secrets(tenant).Get(ctx, name, metav1.GetOptions{})
+				return slices.ContainsFunc(s.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == uids[o.kind] }) && apierrors.IsNotFound(err),
+					fmt.Sprintf("owners in %s %v; in %s: %v", to.name, s.OwnerReferences, from.name, err)
+			})
 		}
 		if _, _, err := clusterctltest.Object(from.captf, tenant, o.kind, o.name); !apierrors.IsNotFound(err) {
 			t.Errorf("%s %s still in %s after the move (%v)", o.kind, o.name, from.name, err)
 		}
 	}
+}
+
+// ownedSecrets names the Secrets of the tenant namespace in p owned by uid.
+func ownedSecrets(ctx context.Context, t *testing.T, p plane, uid types.UID) []string {
+	t.Helper()
+	list, err := p.kube.CoreV1().Secrets(tenant).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.Items {
+		if slices.ContainsFunc(s.OwnerReferences, func(ref metav1.OwnerReference) bool { return ref.UID == uid }) {
+			names = append(names, s.Name)
+		}
+	}
+	return names
 }
 
 // checkIdentity: the identity moved (global: it stays in the source too);

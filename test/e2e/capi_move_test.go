@@ -101,9 +101,12 @@ type moveRun struct {
 
 // snapshot is what a move must keep.
 type snapshot struct {
-	uids      map[string]types.UID
-	outputs   map[string]string
-	states    map[string][]byte
+	uids    map[string]types.UID
+	outputs map[string]string
+	states  map[string][]byte
+	// owned names, by kind, the Secrets each moved object owns in the
+	// source: its state, inputs Secret, state backups and mirror.
+	owned     map[string][]string
 	endpoint  v1alpha1.APIEndpoint
 	provider  string
 	resources []fakecloud.Resource
@@ -159,7 +162,7 @@ func (r *moveRun) waitMovable(ctx context.Context, t *testing.T, p plane) {
 // take records what from holds before a move.
 func (r *moveRun) take(ctx context.Context, t *testing.T, from plane) snapshot {
 	t.Helper()
-	s := snapshot{uids: map[string]types.UID{}, outputs: map[string]string{}, states: map[string][]byte{}}
+	s := snapshot{uids: map[string]types.UID{}, outputs: map[string]string{}, states: map[string][]byte{}, owned: map[string][]string{}}
 	for _, o := range moved {
 		obj, st, err := clusterctltest.Object(from.captf, tenant, o.kind, o.name)
 		if err != nil {
@@ -175,6 +178,7 @@ func (r *moveRun) take(ctx context.Context, t *testing.T, from plane) snapshot {
 			t.Fatal(err)
 		}
 		s.states[name] = sec.Data[tfstate.DataKey]
+		s.owned[o.kind] = ownedSecrets(ctx, t, from, obj.GetUID())
 	}
 	tc, err := from.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, clusterName, metav1.GetOptions{})
 	if err != nil {
