@@ -118,7 +118,13 @@ func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, er
 	if err := c.outputsStep(ctx, w); err != nil {
 		return w, err
 	}
-	return c.contractOutputsStep(ctx, w)
+	if w, err = c.contractOutputsStep(ctx, w); err != nil {
+		return w, err
+	}
+	// K1, K6 (upstream A1-171): last, once provisioned is latched, so a
+	// machine provisioned on this pass is already reported as pinned.
+	reportInputsApplied(w, c.clock.Now())
+	return w, nil
 }
 
 // release ends a deletion (V3): the object's owner references leave its
