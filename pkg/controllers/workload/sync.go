@@ -86,7 +86,8 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 // contract.go), then the apply Job (J1), then the drift check (O7,
 // drift.go), then the outputs of a new
 // successful apply (T4, outputs.go), then the Cluster API fields and
-// status from them (T5, K7, capi.go). It returns the object as stored
+// status from them (T5, K7, capi.go), then InputsApplied (K1, K6,
+// contract.go). It returns the object as stored
 // when it had to update it (the finalizer, the Cluster API fields).
 func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, error) {
 	creds, err := c.credentialStep(ctx, w)
