@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,4 +244,18 @@ func (c *Controller) deletionBlocked(w *workload) (bool, error) {
 	}
 	setCondition(w, c.clock.Now(), v1alpha1.ConditionDeletionBlocked, status, reason, "%s", msg)
 	return blocked, nil
+}
+
+// reportInputsApplied sets InputsApplied from status.lastApply, as the
+// apply step left it, and the inputs rendered this pass (K6; upstream
+// A1-171): the same facts inputsChanged decides a re-apply from, so the
+// condition is False exactly while one is due or running. Ready does not
+// read it.
+func reportInputsApplied(w *workload, now time.Time) {
+	pinned := w.kind.name == v1alpha1.KindTerraformMachine && provisioned(w.status)
+	rec := w.status.LastApply
+	cond := contract.InputsApplied(contract.AppliedFacts{
+		LastApply: rec, GenerationApplied: coversGeneration(w, rec), Pinned: pinned, InputsHash: currentInputs(w),
+	})
+	setCondition(w, now, v1alpha1.ConditionInputsApplied, cond.Status, cond.Reason, "%s", cond.Message)
 }

@@ -86,7 +86,8 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 // contract.go), then the apply Job (J1), then the drift check (O7,
 // drift.go), then the outputs of a new
 // successful apply (T4, outputs.go), then the Cluster API fields and
-// status from them (T5, K7, capi.go). It returns the object as stored
+// status from them (T5, K7, capi.go), then InputsApplied (K1, K6,
+// contract.go). It returns the object as stored
 // when it had to update it (the finalizer, the Cluster API fields).
 func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, error) {
 	creds, err := c.credentialStep(ctx, w)
@@ -118,7 +119,13 @@ func (c *Controller) syncNormal(ctx context.Context, w *workload) (*workload, er
 	if err := c.outputsStep(ctx, w); err != nil {
 		return w, err
 	}
-	return c.contractOutputsStep(ctx, w)
+	if w, err = c.contractOutputsStep(ctx, w); err != nil {
+		return w, err
+	}
+	// K1, K6 (upstream A1-171): last, once provisioned is latched, so a
+	// machine provisioned on this pass is already reported as pinned.
+	reportInputsApplied(w, c.clock.Now())
+	return w, nil
 }
 
 // release ends a deletion (V3): the object's owner references leave its

@@ -67,7 +67,8 @@ func TestK1ContractLabelsAndShortNames(t *testing.T) {
 // TestK1PrinterColumns checks the printer columns of SPEC K1 as the API
 // server computes them (the Table kubectl get prints): their names, which
 // are wide (-o wide), and their values for objects that have every field,
-// label and owner reference the columns read (UPSTREAM A1-21..A1-38; A1-37's Replicas from status.replicas).
+// label and owner reference the columns read (UPSTREAM A1-21..A1-38; A1-37's Replicas from status.replicas; A1-26 and
+// A1-33's InputsApplied from the condition of A1-171).
 func TestK1PrinterColumns(t *testing.T) {
 	e := framework.Get(t)
 	ctx := framework.Context(t)
@@ -79,6 +80,11 @@ func TestK1PrinterColumns(t *testing.T) {
 	}
 	source := v1alpha1.SourceSpec{Image: "example.com/module:7"}
 	provisioned := &v1alpha1.WorkloadInitialization{Provisioned: ptr.To(true)}
+	// A1-171: the wide InputsApplied column reads the condition.
+	inputsApplied := func(status metav1.ConditionStatus, reason v1alpha1.ConditionReason) []metav1.Condition {
+		return []metav1.Condition{{Type: string(v1alpha1.ConditionInputsApplied), Status: status, Reason: string(reason),
+			Message: "set by the test", LastTransitionTime: metav1.Now()}}
+	}
 
 	c, err := api.TerraformClusters(ns).Create(ctx, &v1alpha1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "tc", Labels: labels},
@@ -89,13 +95,19 @@ func TestK1PrinterColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Status.Initialization = provisioned
+	c.Status.Conditions = inputsApplied(metav1.ConditionTrue, v1alpha1.ReasonInputsApplied)
 	if _, err := api.TerraformClusters(ns).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.TerraformMachines(ns).Create(ctx, &v1alpha1.TerraformMachine{
+	m, err := api.TerraformMachines(ns).Create(ctx, &v1alpha1.TerraformMachine{
 		ObjectMeta: metav1.ObjectMeta{Name: "tm", Labels: labels, OwnerReferences: owner("Machine", "demo-md-0-x7")},
 		Spec:       v1alpha1.TerraformMachineSpec{Source: source, ProviderID: "fake://machine/7"},
-	}, metav1.CreateOptions{}); err != nil {
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status.Conditions = inputsApplied(metav1.ConditionFalse, v1alpha1.ReasonInputsChanged)
+	if _, err := api.TerraformMachines(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := api.TerraformMachinePools(ns).Create(ctx, &v1alpha1.TerraformMachinePool{
@@ -119,11 +131,13 @@ func TestK1PrinterColumns(t *testing.T) {
 		values   map[string]string
 	}{
 		{"terraformclusters",
-			[]string{"Name", "Cluster", "Identity", "Ready", "Provisioned", "Endpoint", "+Reason", "+Image", "Age"},
-			map[string]string{"Name": "tc", "Cluster": "demo", "Identity": "id-a", "Provisioned": "true", "Endpoint": "cp.demo.example", "Image": source.Image}},
+			[]string{"Name", "Cluster", "Identity", "Ready", "Provisioned", "Endpoint", "+Reason", "+Image", "+InputsApplied", "Age"},
+			map[string]string{"Name": "tc", "Cluster": "demo", "Identity": "id-a", "Provisioned": "true", "Endpoint": "cp.demo.example", "Image": source.Image,
+				"InputsApplied": "True"}},
 		{"terraformmachines",
-			[]string{"Name", "Cluster", "Machine", "Identity", "Ready", "Provisioned", "ProviderID", "+Reason", "+Image", "Age"},
-			map[string]string{"Name": "tm", "Cluster": "demo", "Machine": "demo-md-0-x7", "ProviderID": "fake://machine/7", "Image": source.Image}},
+			[]string{"Name", "Cluster", "Machine", "Identity", "Ready", "Provisioned", "ProviderID", "+Reason", "+Image", "+InputsApplied", "Age"},
+			map[string]string{"Name": "tm", "Cluster": "demo", "Machine": "demo-md-0-x7", "ProviderID": "fake://machine/7", "Image": source.Image,
+				"InputsApplied": "False"}},
 		{"terraformmachinepools",
 			[]string{"Name", "Cluster", "MachinePool", "Replicas", "Identity", "Ready", "Provisioned", "+Reason", "+Image", "Age"},
 			map[string]string{"Name": "tmp", "Cluster": "demo", "MachinePool": "demo-mp-0", "Replicas": "3", "Image": source.Image}},

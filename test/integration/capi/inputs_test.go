@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -23,6 +24,8 @@ import (
 // generation of it by the user) makes the rendered inputs differ, so a new
 // apply Job runs at once with the new replicas, status.lastApply.inputsHash
 // changes, and the provider ID list follows the second apply's output.
+// InputsApplied (K1, A1-171) is True after each apply and False while the
+// re-apply of the new replicas is due or running.
 func TestK6K7PoolFollowsReplicasAndProviderIDs(t *testing.T) {
 	e := setup(t)
 	e.provisionedCluster("demo", nil)
@@ -46,6 +49,7 @@ func TestK6K7PoolFollowsReplicasAndProviderIDs(t *testing.T) {
 	if first.LastApply.InputsHash == "" || first.LastApply.InputsHash != j1.Annotations[v1alpha1.AnnotationInputsHash] {
 		t.Fatalf("status.lastApply.inputsHash %q, want the first Job's %q", first.LastApply.InputsHash, j1.Annotations[v1alpha1.AnnotationInputsHash])
 	}
+	requireCond(t, "after the first apply", first, v1alpha1.ConditionInputsApplied, metav1.ConditionTrue, v1alpha1.ReasonInputsApplied)
 
 	// An unchanged pass (the object is touched, nothing it renders from
 	// changed): no Job, and the record stays.
@@ -61,6 +65,12 @@ func TestK6K7PoolFollowsReplicasAndProviderIDs(t *testing.T) {
 		t.Errorf("re-apply: replicas = %s, want 3", got)
 	}
 	t.Logf("the re-apply Job %s: generation %s, attempt %d", j2.Name, j2.Annotations[v1alpha1.AnnotationJobGeneration], jobs.AttemptOf(&j2))
+	// K1 (A1-171): while the re-apply runs, the applied inputs are not the
+	// current ones.
+	e.waitStatus(kindTMP, "pool", "InputsApplied=False while the re-apply runs", func(st *v1alpha1.WorkloadStatus) (bool, string) {
+		c := meta.FindStatusCondition(st.Conditions, string(v1alpha1.ConditionInputsApplied))
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == string(v1alpha1.ReasonInputsChanged), "want InputsApplied=False/InputsChanged"
+	})
 	e.succeed(kindTMP, "pool", j2, map[string]string{
 		"provider_id_list": `["fake://pool-0","fake://pool-1","fake://pool-2"]`,
 		"replicas":         `3`,
@@ -69,6 +79,7 @@ func TestK6K7PoolFollowsReplicasAndProviderIDs(t *testing.T) {
 	if r := second.LastApply; r.JobName != j2.Name || r.InputsHash == first.LastApply.InputsHash || r.InputsHash != j2.Annotations[v1alpha1.AnnotationInputsHash] {
 		t.Errorf("K6: status.lastApply %s after the re-apply, first %s", describeRun(r), describeRun(first.LastApply))
 	}
+	requireCond(t, "after the re-apply", second, v1alpha1.ConditionInputsApplied, metav1.ConditionTrue, v1alpha1.ReasonInputsApplied)
 	if n := len(e.jobsOf(kindTMP, "pool", v1alpha1.JobActionApply)); n != 2 {
 		t.Errorf("%d apply Jobs, want 2", n)
 	}

@@ -18,6 +18,7 @@ import (
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`,description="The control plane endpoint's host"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.source.image`,priority=1,description="The module image the Jobs run"
+// +kubebuilder:printcolumn:name="InputsApplied",type=string,JSONPath=`.status.conditions[?(@.type=="InputsApplied")].status`,priority=1,description="The last apply ran with the current spec and contract inputs (SPEC K1, K6)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // TerraformCluster runs Terraform Jobs for a cluster's infrastructure with

@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.source.image`,priority=1,description="The module image the Jobs run"
+// +kubebuilder:printcolumn:name="InputsApplied",type=string,JSONPath=`.status.conditions[?(@.type=="InputsApplied")].status`,priority=1,description="The last apply ran with the current spec and contract inputs (SPEC K1, K6)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // TerraformMachine runs Terraform Jobs for one machine. It belongs to the
