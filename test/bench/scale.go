@@ -41,14 +41,30 @@ func (b *bench) footprint(ctx context.Context, sc string) error {
 // start-up over converged objects writes no mirror; status writes are
 // reported).
 func (b *bench) restart(ctx context.Context) error {
-	const sc = "restart"
+	if err := b.restartAs(ctx, "restart"); err != nil {
+		return err
+	}
+	if b.cfg.RestartBinary == "" {
+		return nil
+	}
+	// -restart-binary: the same restart with the other tree's binary.
+	own := b.e.fw.CaptfBinary
+	b.e.fw.CaptfBinary = b.cfg.RestartBinary
+	defer func() { b.e.fw.CaptfBinary = own }()
+	fmt.Fprintf(b.log, "restart-b: binary %s\n", b.cfg.RestartBinary)
+	return b.restartAs(ctx, "restart-b")
+}
+
+// restartAs is one restart, reported as scenario sc; its profiles (with
+// -profile) are sc-cpu.pprof and sc-heap.pprof.
+func (b *bench) restartAs(ctx context.Context, sc string) error {
 	c, m, p := b.t.objects()
 	objects := c + m + p
 	started := time.Now()
 	if b.cfg.Profile != "" {
-		b.e.profileNext = filepath.Join(b.cfg.Profile, "restart-cpu.pprof")
+		b.e.profileNext = filepath.Join(b.cfg.Profile, sc+"-cpu.pprof")
 	}
-	mg, err := b.e.startManager(ctx, "restart", "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String())
+	mg, err := b.e.startManager(ctx, sc, "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String())
 	if err != nil {
 		return err
 	}
@@ -61,10 +77,10 @@ func (b *bench) restart(ctx context.Context) error {
 		if err := <-mg.cpuProfile; err != nil {
 			return err
 		}
-		if err := mg.saveProfile(ctx, "heap?gc=1", filepath.Join(b.cfg.Profile, "restart-heap.pprof")); err != nil {
+		if err := mg.saveProfile(ctx, "heap?gc=1", filepath.Join(b.cfg.Profile, sc+"-heap.pprof")); err != nil {
 			return err
 		}
-		fmt.Fprintf(b.e.log, "restart: profiles in %s (go tool pprof -top bin/captf %s)\n", b.cfg.Profile, filepath.Join(b.cfg.Profile, "restart-cpu.pprof"))
+		fmt.Fprintf(b.e.log, "%s: profiles in %s (go tool pprof -top bin/captf %s)\n", sc, b.cfg.Profile, filepath.Join(b.cfg.Profile, sc+"-cpu.pprof"))
 	}
 	reqs := idle.Requests()
 	var writes, total float64
@@ -83,10 +99,10 @@ func (b *bench) restart(ctx context.Context) error {
 	r.add(sc, "writes of any kind until idle", writes, unitCount)
 	r.requests(sc, fmt.Sprintf("restart over %d objects", objects), idle)
 	if w := idle.MirrorWrites(); w > 0 {
-		r.fail("restart: %v mirror writes on a restart over converged objects (%s); M6 says an unchanged pass makes no write", w, faultkit.FormatCounts(idle.Writes()))
+		r.fail("%s: %v mirror writes on a restart over converged objects (%s); M6 says an unchanged pass makes no write", sc, w, faultkit.FormatCounts(idle.Writes()))
 	}
 	if writes > 0 {
-		r.note("restart: %v writes on a restart over converged objects: %s", writes, faultkit.FormatCounts(reqs))
+		r.note("%s: %v writes on a restart over converged objects: %s", sc, writes, faultkit.FormatCounts(reqs))
 	}
 	return b.footprint(ctx, sc)
 }
