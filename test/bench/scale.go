@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,15 @@ func (b *bench) footprint(ctx context.Context, sc string) error {
 	r := b.res
 	r.add(sc, fmt.Sprintf("manager RSS over %d converged objects", objects), faultkit.MiB(rss), unitMiB)
 	r.add(sc, fmt.Sprintf("manager Go heap in use over %d converged objects", objects), faultkit.MiB(heap), unitMiB)
+	if b.cfg.Profile != "" {
+		// The heap in use counts garbage not yet collected (GOGC); what
+		// the objects hold is the live heap, after a forced GC.
+		live, err := b.e.mgr.liveHeap()
+		if err != nil {
+			return err
+		}
+		r.add(sc, fmt.Sprintf("manager live heap after a forced GC over %d converged objects", objects), faultkit.MiB(live), unitMiB)
+	}
 	r.add(sc, "RSS per 1,000 objects (whole RSS / objects; the slope across sizes is the marginal cost)", 1000*faultkit.MiB(rss)/float64(objects), unitMiB)
 	return nil
 }
@@ -172,4 +182,20 @@ func (m *manager) saveProfile(ctx context.Context, name, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// liveHeap forces a GC in the manager (it runs with --profiling) and
+// returns the heap allocated after it: the runtime.MemStats HeapAlloc of
+// /debug/pprof/heap?gc=1&debug=1.
+func (m *manager) liveHeap() (int64, error) {
+	code, body := m.Get(m.MetricsURL + "/debug/pprof/heap?gc=1&debug=1")
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("heap of manager %s: status %d", m.name, code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("heap of manager %s: no HeapAlloc line", m.name)
 }
