@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go request, workqueue and leader election metrics
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -75,6 +76,10 @@ type Deps struct {
 	// Uncached are the workload controller's clients of uncached reads of
 	// state Secrets and Jobs, within a size budget (SPEC B11).
 	Uncached workload.Uncached
+	// SourceWatchKube is the source watches' client (P2): Kube's
+	// configuration and rate limiter, without response compression
+	// ([sourceWatchConfig]); nil means Kube.
+	SourceWatchKube kubernetes.Interface
 }
 
 // newControllers builds the controllers. Each requests its informers here,
@@ -147,7 +152,11 @@ func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 // the identity (S2, S4, section 13 status).
 func newSourceWatch(d *Deps, workloads *workload.Controller, identities *identity.Controller) (Controller, error) {
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
-	return sourcewatch.New(watchbound.Kube(d.Kube), captf.TerraformClusterIdentities(), sourcewatch.Handlers{
+	kube := d.SourceWatchKube
+	if kube == nil {
+		kube = d.Kube
+	}
+	return sourcewatch.New(watchbound.Kube(kube), captf.TerraformClusterIdentities(), sourcewatch.Handlers{
 		OnChange: func(id string) {
 			workloads.EnqueueUsers(id)
 			identities.Enqueue(id)
@@ -288,6 +297,20 @@ func restConfig(o *Options) (*rest.Config, error) {
 	cfg.Burst = o.Burst
 	cfg.UserAgent = version.UserAgent()
 	return cfg, nil
+}
+
+// sourceWatchConfig is the source watches' copy of cfg (issue 25): one
+// watch per source Secret stays open for the manager's life, and a
+// gzip-compressed stream holds a decompressor of about 45 KB while it is
+// open (100 identities held about 5 MB, whatever the objects), to carry
+// one small Secret; without compression it holds nothing. The copy
+// shares the core client's rate limiter, so the watches spend the same
+// budget as before (--kube-api-qps is per client).
+func sourceWatchConfig(cfg *rest.Config, limiter flowcontrol.RateLimiter) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.DisableCompression = true
+	c.RateLimiter = limiter
+	return c
 }
 
 // newDeps builds the clients and the informer factories.

@@ -37,6 +37,9 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if d.SourceWatchKube, err = kubernetes.NewForConfig(sourceWatchConfig(cfg, d.Kube.CoreV1().RESTClient().GetRateLimiter())); err != nil {
+		return fmt.Errorf("source watch client: %w", err)
+	}
 	if d.Uncached, err = workload.NewUncached(cfg, d.Kube); err != nil {
 		return err
 	}

@@ -160,6 +160,14 @@ type Config struct {
 	// Profile, when set, runs every manager with --profiling and writes
 	// CPU and heap profiles of the restart scenario into this directory.
 	Profile string
+	// RestartBinary, when set, is a second captf binary the restart
+	// scenario also restarts with over the same objects (scenario
+	// restart-b): two trees compared on one fleet, one machine load.
+	RestartBinary string
+	// NoBaselines skips the shared scenario's two baselines (their
+	// ratios are then not reported): a run that measures only memory and
+	// restarts at a large size.
+	NoBaselines bool
 }
 
 // defaultConfig is the full run of `make bench`.
@@ -325,6 +333,8 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (control plane data and logs, manager logs)")
 	fs.StringVar(&c.WorkDir, "workdir", "", "parent of the work directory (default: the system's temporary directory)")
 	fs.StringVar(&c.Profile, "profile", "", "run the managers with --profiling and write the restart scenario's CPU profile (its first 25 s, from start) and heap profile (at idle) into this directory, for go tool pprof")
+	fs.StringVar(&c.RestartBinary, "restart-binary", "", "restart: also restart over the same objects with this captf binary (scenario restart-b, after restart; profiled too with -profile): an A/B of two trees on one fleet")
+	fs.BoolVar(&c.NoBaselines, "no-baselines", false, "shared: skip the two baselines (no ratios): for memory and restart runs at large sizes")
 	fs.StringVar(&c.Root, "root", "", "repository root (default: found from the working directory)")
 	var extra argList
 	fs.Var(&extra, "manager-arg", "extra flag for every manager run (repeatable), e.g. -manager-arg=--v=2")

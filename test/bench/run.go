@@ -377,5 +377,7 @@ func configMap(c *Config) map[string]any {
 		"steadySyncPeriod":    c.SteadySyncPeriod.String(),
 		"s4PassPeriod":        c.S4PassPeriod.String(),
 		"managerArgs":         c.ManagerArgs,
+		"restartBinary":       c.RestartBinary,
+		"noBaselines":         c.NoBaselines,
 	}
 }

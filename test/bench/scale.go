@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,15 @@ func (b *bench) footprint(ctx context.Context, sc string) error {
 	r := b.res
 	r.add(sc, fmt.Sprintf("manager RSS over %d converged objects", objects), faultkit.MiB(rss), unitMiB)
 	r.add(sc, fmt.Sprintf("manager Go heap in use over %d converged objects", objects), faultkit.MiB(heap), unitMiB)
+	if b.cfg.Profile != "" {
+		// The heap in use counts garbage not yet collected (GOGC); what
+		// the objects hold is the live heap, after a forced GC.
+		live, err := b.e.mgr.liveHeap()
+		if err != nil {
+			return err
+		}
+		r.add(sc, fmt.Sprintf("manager live heap after a forced GC over %d converged objects", objects), faultkit.MiB(live), unitMiB)
+	}
 	r.add(sc, "RSS per 1,000 objects (whole RSS / objects; the slope across sizes is the marginal cost)", 1000*faultkit.MiB(rss)/float64(objects), unitMiB)
 	return nil
 }
@@ -41,14 +51,30 @@ func (b *bench) footprint(ctx context.Context, sc string) error {
 // start-up over converged objects writes no mirror; status writes are
 // reported).
 func (b *bench) restart(ctx context.Context) error {
-	const sc = "restart"
+	if err := b.restartAs(ctx, "restart"); err != nil {
+		return err
+	}
+	if b.cfg.RestartBinary == "" {
+		return nil
+	}
+	// -restart-binary: the same restart with the other tree's binary.
+	own := b.e.fw.CaptfBinary
+	b.e.fw.CaptfBinary = b.cfg.RestartBinary
+	defer func() { b.e.fw.CaptfBinary = own }()
+	fmt.Fprintf(b.log, "restart-b: binary %s\n", b.cfg.RestartBinary)
+	return b.restartAs(ctx, "restart-b")
+}
+
+// restartAs is one restart, reported as scenario sc; its profiles (with
+// -profile) are sc-cpu.pprof and sc-heap.pprof.
+func (b *bench) restartAs(ctx context.Context, sc string) error {
 	c, m, p := b.t.objects()
 	objects := c + m + p
 	started := time.Now()
 	if b.cfg.Profile != "" {
-		b.e.profileNext = filepath.Join(b.cfg.Profile, "restart-cpu.pprof")
+		b.e.profileNext = filepath.Join(b.cfg.Profile, sc+"-cpu.pprof")
 	}
-	mg, err := b.e.startManager(ctx, "restart", "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String())
+	mg, err := b.e.startManager(ctx, sc, "--identity-resync="+b.cfg.LongPeriod.String(), "--sync-period="+b.cfg.LongPeriod.String())
 	if err != nil {
 		return err
 	}
@@ -61,10 +87,10 @@ func (b *bench) restart(ctx context.Context) error {
 		if err := <-mg.cpuProfile; err != nil {
 			return err
 		}
-		if err := mg.saveProfile(ctx, "heap?gc=1", filepath.Join(b.cfg.Profile, "restart-heap.pprof")); err != nil {
+		if err := mg.saveProfile(ctx, "heap?gc=1", filepath.Join(b.cfg.Profile, sc+"-heap.pprof")); err != nil {
 			return err
 		}
-		fmt.Fprintf(b.e.log, "restart: profiles in %s (go tool pprof -top bin/captf %s)\n", b.cfg.Profile, filepath.Join(b.cfg.Profile, "restart-cpu.pprof"))
+		fmt.Fprintf(b.e.log, "%s: profiles in %s (go tool pprof -top bin/captf %s)\n", sc, b.cfg.Profile, filepath.Join(b.cfg.Profile, sc+"-cpu.pprof"))
 	}
 	reqs := idle.Requests()
 	var writes, total float64
@@ -83,10 +109,10 @@ func (b *bench) restart(ctx context.Context) error {
 	r.add(sc, "writes of any kind until idle", writes, unitCount)
 	r.requests(sc, fmt.Sprintf("restart over %d objects", objects), idle)
 	if w := idle.MirrorWrites(); w > 0 {
-		r.fail("restart: %v mirror writes on a restart over converged objects (%s); M6 says an unchanged pass makes no write", w, faultkit.FormatCounts(idle.Writes()))
+		r.fail("%s: %v mirror writes on a restart over converged objects (%s); M6 says an unchanged pass makes no write", sc, w, faultkit.FormatCounts(idle.Writes()))
 	}
 	if writes > 0 {
-		r.note("restart: %v writes on a restart over converged objects: %s", writes, faultkit.FormatCounts(reqs))
+		r.note("%s: %v writes on a restart over converged objects: %s", sc, writes, faultkit.FormatCounts(reqs))
 	}
 	return b.footprint(ctx, sc)
 }
@@ -156,4 +182,20 @@ func (m *manager) saveProfile(ctx context.Context, name, file string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// liveHeap forces a GC in the manager (it runs with --profiling) and
+// returns the heap allocated after it: the runtime.MemStats HeapAlloc of
+// /debug/pprof/heap?gc=1&debug=1.
+func (m *manager) liveHeap() (int64, error) {
+	code, body := m.Get(m.MetricsURL + "/debug/pprof/heap?gc=1&debug=1")
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("heap of manager %s: status %d", m.name, code)
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("heap of manager %s: no HeapAlloc line", m.name)
 }

@@ -139,23 +139,10 @@ func (b *bench) shared(ctx context.Context) error {
 	if _, _, err := b.e.waitIdle(ctx); err != nil {
 		return err
 	}
-	// The manager is idle and does not see these Secrets (not mirrors).
-	baseline, err := b.baselineCreate(ctx, baselineItems)
+	baseline, contract, err := b.sharedBaselines(ctx, baselineItems, len(objs), nss)
 	if err != nil {
-		return fmt.Errorf("baseline: %w", err)
+		return err
 	}
-	fmt.Fprintf(b.log, "baseline: %d Secret creates in %s\n", mirrorCount, baseline.Round(time.Millisecond))
-	// The contract baseline creates its own Secrets (other names): the
-	// first baseline's stay as they are.
-	contractItems := make([]*baselineSecret, len(baselineItems))
-	for i, it := range baselineItems {
-		contractItems[i] = &baselineSecret{ns: it.ns, name: it.name + "-c"}
-	}
-	contract, err := b.baselineContract(ctx, contractItems, len(objs), nss)
-	if err != nil {
-		return fmt.Errorf("contract baseline: %w", err)
-	}
-	fmt.Fprintf(b.log, "contract baseline: %d Secret creates and, on a second client, %d writes in %s\n", mirrorCount, len(objs), contract.Round(time.Millisecond))
 
 	before, _, err := b.e.waitIdle(ctx)
 	if err != nil {
@@ -248,7 +235,38 @@ func (b *bench) shared(ctx context.Context) error {
 	if w["created"] != float64(mirrorCount) || w["deleted"] > 0 {
 		r.note("shared: mirror writes %s for %d mirrors", faultkit.FormatCounts(w), mirrorCount)
 	}
-	return nil
+	// The manager that converged the objects also holds what it wrote
+	// (the status it last wrote per object): its footprint, beside the
+	// restarted managers' below.
+	return b.footprint(ctx, sc)
+}
+
+// sharedBaselines runs the shared scenario's two baselines, none with
+// -no-baselines (zero durations: no ratio is reported).
+func (b *bench) sharedBaselines(ctx context.Context, baselineItems []*baselineSecret, objects int, nss []string) (baseline, contract time.Duration, err error) {
+	if b.cfg.NoBaselines {
+		fmt.Fprintln(b.log, "baselines skipped (-no-baselines)")
+		return 0, 0, nil
+	}
+	mirrorCount := len(baselineItems)
+	// The manager is idle and does not see these Secrets (not mirrors).
+	baseline, err = b.baselineCreate(ctx, baselineItems)
+	if err != nil {
+		return 0, 0, fmt.Errorf("baseline: %w", err)
+	}
+	fmt.Fprintf(b.log, "baseline: %d Secret creates in %s\n", mirrorCount, baseline.Round(time.Millisecond))
+	// The contract baseline creates its own Secrets (other names): the
+	// first baseline's stay as they are.
+	contractItems := make([]*baselineSecret, len(baselineItems))
+	for i, it := range baselineItems {
+		contractItems[i] = &baselineSecret{ns: it.ns, name: it.name + "-c"}
+	}
+	contract, err = b.baselineContract(ctx, contractItems, objects, nss)
+	if err != nil {
+		return 0, 0, fmt.Errorf("contract baseline: %w", err)
+	}
+	fmt.Fprintf(b.log, "contract baseline: %d Secret creates and, on a second client, %d writes in %s\n", mirrorCount, objects, contract.Round(time.Millisecond))
+	return baseline, contract, nil
 }
 
 // createShared creates one planned object and records its UID.

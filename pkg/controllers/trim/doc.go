@@ -27,6 +27,12 @@
 // precondition) or status writes, whose metadata the API server ignores;
 // mirrors are rewritten from an uncached read.
 //
+// What is kept is then interned (intern.go, issue 25): the strings many
+// cached objects repeat (names, namespaces, kept label and annotation keys
+// and values, owner references' kinds, condition types, reasons and
+// messages) point to one shared copy, from a bounded table. No value
+// changes, so interning is safe where trimming is not (the status).
+//
 // Cluster API objects (Cluster, Machine, MachinePool) are read through
 // pkg/capi, whose dynamic informers convert them to a typed subset with
 // their own keep-lists of labels and annotations (pkg/capi/convert.go);

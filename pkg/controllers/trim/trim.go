@@ -21,25 +21,49 @@ func ForCache(obj interface{}) (interface{}, error) {
 		// A tombstone holds a copy the transform already trimmed.
 		return obj, nil
 	case *v1alpha1.TerraformCluster:
-		Metadata(&o.ObjectMeta, Workload)
+		workload(&o.ObjectMeta, &o.Status)
 	case *v1alpha1.TerraformMachine:
-		Metadata(&o.ObjectMeta, Workload)
+		workload(&o.ObjectMeta, &o.Status)
 	case *v1alpha1.TerraformMachinePool:
-		Metadata(&o.ObjectMeta, Workload)
+		workload(&o.ObjectMeta, &o.Status)
 	case *v1alpha1.TerraformClusterIdentity:
 		Metadata(&o.ObjectMeta, Identity)
+		internMeta(&o.ObjectMeta)
+		internConditions(o.Status.Conditions)
 	case *v1alpha1.TerraformPlan:
 		Metadata(&o.ObjectMeta, Plan)
+		internMeta(&o.ObjectMeta)
 	case *corev1.Namespace:
 		TrimNamespace(o)
+		internMeta(&o.ObjectMeta)
 	case *batchv1.Job:
 		TrimJob(o)
+		internMeta(&o.ObjectMeta)
 	case *corev1.Secret:
-		return TrimMirror(o)
+		out, err := TrimMirror(o)
+		internMeta(&o.ObjectMeta)
+		return out, err
 	case metav1.Object:
 		o.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// workload trims a TerraformCluster, TerraformMachine or
+// TerraformMachinePool and interns the strings its kind repeats; its status
+// stays whole (the manager writes it from this copy).
+func workload(m *metav1.ObjectMeta, s *v1alpha1.WorkloadStatus) {
+	Metadata(m, Workload)
+	internMeta(m)
+	InternStatus(s)
+}
+
+// InternStatus interns the strings of a workload status that many objects
+// repeat (its conditions and identity), in place: the cache's copies, and
+// the status the workload controller keeps of its last write per object.
+func InternStatus(s *v1alpha1.WorkloadStatus) {
+	internConditions(s.Conditions)
+	s.Identity = Intern(s.Identity)
 }
 
 // Handles reports whether [ForCache] has a keep-list for obj's type.

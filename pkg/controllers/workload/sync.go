@@ -14,6 +14,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/contract"
+	"github.com/captf/captf/pkg/controllers/trim"
 )
 
 // waitRequeue is how soon a deletion that waits for its identity (V2) is
@@ -158,7 +159,10 @@ func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alp
 	if err != nil {
 		return w, fmt.Errorf("updating status: %w", err)
 	}
-	c.written.Record(key, uid, *stored.status.DeepCopy())
+	record := stored.status.DeepCopy()
+	// One copy of the strings every object's status repeats (issue 25).
+	trim.InternStatus(record)
+	c.written.Record(key, uid, *record)
 	// T7: a run counts once, when the write that records it succeeds.
 	countRecorded(stored.status, before, last)
 	countRestores(stored.status, before, last) // O5
