@@ -169,6 +169,9 @@ func (e *env) startManager(ctx context.Context, name string, args ...string) (*m
 	if e.cfg.Profile != "" {
 		o.Args = append(o.Args, "--profiling")
 	}
+	if e.cfg.ManagerMemoryLimit != "" {
+		o.Env = append(o.Env, "GOMEMLIMIT="+e.cfg.ManagerMemoryLimit)
+	}
 	o.Args = append(o.Args, args...)
 	o.Args = append(o.Args, e.cfg.ManagerArgs...)
 	fm, err := e.fw.StartManagerProcess(o, dir)

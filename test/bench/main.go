@@ -168,6 +168,10 @@ type Config struct {
 	// ratios are then not reported): a run that measures only memory and
 	// restarts at a large size.
 	NoBaselines bool
+	// ManagerMemoryLimit, when set, is the managers' GOMEMLIMIT (the
+	// shipped Deployment sets it from limits.memory, B5); the control
+	// plane runs without one.
+	ManagerMemoryLimit string
 }
 
 // defaultConfig is the full run of `make bench`.
@@ -333,6 +337,7 @@ func parseFlags(args []string, stderr io.Writer) (*Config, error) {
 	fs.BoolVar(&c.Keep, "keep", false, "keep the work directory (control plane data and logs, manager logs)")
 	fs.StringVar(&c.WorkDir, "workdir", "", "parent of the work directory (default: the system's temporary directory)")
 	fs.StringVar(&c.Profile, "profile", "", "run the managers with --profiling and write the restart scenario's CPU profile (its first 25 s, from start) and heap profile (at idle) into this directory, for go tool pprof")
+	fs.StringVar(&c.ManagerMemoryLimit, "manager-gomemlimit", "", "GOMEMLIMIT for every manager the benchmark starts (the shipped Deployment's is 268435456, from its 256Mi limit); empty: none")
 	fs.StringVar(&c.RestartBinary, "restart-binary", "", "restart: also restart over the same objects with this captf binary (scenario restart-b, after restart; profiled too with -profile): an A/B of two trees on one fleet")
 	fs.BoolVar(&c.NoBaselines, "no-baselines", false, "shared: skip the two baselines (no ratios): for memory and restart runs at large sizes")
 	fs.StringVar(&c.Root, "root", "", "repository root (default: found from the working directory)")

@@ -378,6 +378,7 @@ func configMap(c *Config) map[string]any {
 		"s4PassPeriod":        c.S4PassPeriod.String(),
 		"managerArgs":         c.ManagerArgs,
 		"restartBinary":       c.RestartBinary,
+		"managerGOMEMLIMIT":   c.ManagerMemoryLimit,
 		"noBaselines":         c.NoBaselines,
 	}
 }

@@ -51,6 +51,9 @@ type ManagerOptions struct {
 	// the manager runs with --metrics-secure=false, so tests and tools that
 	// read metrics to check other rules scrape plain HTTP.
 	SecureMetrics bool
+	// Env is added to the environment the manager inherits (e.g.
+	// GOMEMLIMIT for the manager alone, not the control plane).
+	Env []string
 }
 
 // StartManager runs bin/captf manager against the control plane and waits
@@ -173,6 +176,9 @@ func (e *Env) startManager(o ManagerOptions, dir string) (*Manager, error) {
 	}
 	m.cmd = exec.Command(e.CaptfBinary, args...)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
+	if len(o.Env) > 0 {
+		m.cmd.Env = append(os.Environ(), o.Env...)
+	}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
 		logFile.Close()
