@@ -174,6 +174,12 @@ func Object(api versioned.Interface, ns, kind, name string) (metav1.Object, *v1a
 			return nil, nil, err
 		}
 		return o, &o.Status, nil
+	case v1alpha1.KindTerraformMachinePool:
+		o, err := c.TerraformMachinePools(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return o, &o.Status, nil
 	}
 	return nil, nil, fmt.Errorf("unknown kind %s", kind)
 }

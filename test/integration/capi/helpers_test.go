@@ -27,6 +27,7 @@ import (
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
 	"github.com/captf/captf/pkg/tfstate/tfstatetest"
+	"github.com/captf/captf/test/clusterctltest"
 	"github.com/captf/captf/test/controlplane"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -131,28 +132,7 @@ func controllerRef(owner *unstructured.Unstructured) metav1.OwnerReference {
 
 // object reads one of captf's workload objects: its metadata and status.
 func (e *env) object(kind, name string) (metav1.Object, *v1alpha1.WorkloadStatus, error) {
-	api := e.Env.Captf.InfrastructureV1alpha1()
-	switch kind {
-	case kindTC:
-		o, err := api.TerraformClusters(e.ns).Get(e.Ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return o, &o.Status, nil
-	case kindTM:
-		o, err := api.TerraformMachines(e.ns).Get(e.Ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return o, &o.Status, nil
-	case kindTMP:
-		o, err := api.TerraformMachinePools(e.ns).Get(e.Ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		return o, &o.Status, nil
-	}
-	return nil, nil, fmt.Errorf("unknown kind %s", kind)
+	return clusterctltest.Object(e.Env.Captf, e.ns, kind, name)
 }
 
 // status reads an object's status, failing the test on error.
@@ -197,9 +177,8 @@ func (e *env) waitStatus(kind, name, what string, ok func(*v1alpha1.WorkloadStat
 	return got
 }
 
-func isProvisioned(st *v1alpha1.WorkloadStatus) bool {
-	return st.Initialization != nil && ptr.Deref(st.Initialization.Provisioned, false)
-}
+// isProvisioned reports status.initialization.provisioned.
+var isProvisioned = clusterctltest.IsProvisioned
 
 // waitProvisioned waits for status.initialization.provisioned.
 func (e *env) waitProvisioned(kind, name string) *v1alpha1.WorkloadStatus {
