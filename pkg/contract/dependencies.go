@@ -82,7 +82,7 @@ func Dependencies(g Gathered) Decision {
 			Message: fmt.Sprintf("the %s has no %s yet", owner, field)}
 	case BootstrapSecretNotFound:
 		return Decision{Reason: v1alpha1.ReasonWaitingForBootstrapData,
-			Message: fmt.Sprintf("bootstrap data Secret %s not found", g.BootstrapSecret)}
+			Message: fmt.Sprintf("bootstrap data Secret %s, named by the %s's %s, does not exist yet", g.BootstrapSecret, owner, field)}
 	case BootstrapInvalid:
 		return Decision{Reason: v1alpha1.ReasonWaitingForBootstrapData,
 			Message: fmt.Sprintf("bootstrap data Secret %s cannot be used: %s", g.BootstrapSecret, g.BootstrapProblem)}

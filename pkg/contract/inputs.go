@@ -38,6 +38,14 @@ const (
 	InputReplicas        = "replicas"
 	InputFailureDomains  = "failure_domains"
 	InputNodeLabels      = "node_labels"
+
+	// InputSensitive is no variable: the names of the other inputs whose
+	// values are sensitive (SPEC O9: the variables a Secret gave), a JSON
+	// array the runner takes out of the variables file and whose values it
+	// keeps out of Terraform's output (X1). It travels with the inputs
+	// (the run Secret, the saved inputs of later runs) and is left out of
+	// their hash, which the values it names already cover.
+	InputSensitive = "captf_sensitive_inputs"
 )
 
 // ReservedInputs are the contract inputs' names, which spec.variables may
@@ -49,8 +57,38 @@ var ReservedInputs = []string{
 }
 
 // SensitiveInputs are the inputs whose values never appear in a Job spec,
-// status, event or log (SPEC K5, X1).
+// status, event or log (SPEC K5, X1); InputSensitive names more.
 var SensitiveInputs = []string{InputBootstrapData}
+
+// MarkSensitive records names (inputs whose values are sensitive, O9) as
+// InputSensitive, sorted; none records nothing.
+func (in Inputs) MarkSensitive(names []string) {
+	if len(names) == 0 {
+		delete(in, InputSensitive)
+		return
+	}
+	in.set(InputSensitive, slices.Sorted(slices.Values(names)))
+}
+
+// Sensitive returns the names of the inputs whose values are sensitive:
+// SensitiveInputs and those InputSensitive names, when present.
+func (in Inputs) Sensitive() []string {
+	var names []string
+	for _, k := range SensitiveInputs {
+		if _, ok := in[k]; ok {
+			names = append(names, k)
+		}
+	}
+	var marked []string
+	if raw, ok := in[InputSensitive]; ok && json.Unmarshal(raw, &marked) == nil {
+		for _, k := range marked {
+			if _, ok := in[k]; ok && !slices.Contains(names, k) {
+				names = append(names, k)
+			}
+		}
+	}
+	return names
+}
 
 // BootstrapData is the content of a bootstrap data Secret (SPEC K5).
 type BootstrapData struct {
@@ -242,11 +280,15 @@ func (in Inputs) Hash() string {
 		return ""
 	}
 	h := in
+	if _, ok := in[InputSensitive]; ok {
+		h = maps.Clone(in)
+		delete(h, InputSensitive)
+	}
 	var obj map[string]string
 	if raw, ok := in[InputObject]; ok && json.Unmarshal(raw, &obj) == nil {
 		if _, ok := obj["uid"]; ok {
 			delete(obj, "uid")
-			h = maps.Clone(in)
+			h = maps.Clone(h)
 			h.set(InputObject, obj)
 		}
 	}
@@ -258,10 +300,8 @@ func (in Inputs) Hash() string {
 // "(sensitive)", for what may be shown.
 func (in Inputs) Redacted() Inputs {
 	out := maps.Clone(in)
-	for _, k := range SensitiveInputs {
-		if _, ok := out[k]; ok {
-			out[k] = json.RawMessage(`"(sensitive)"`)
-		}
+	for _, k := range in.Sensitive() {
+		out[k] = json.RawMessage(`"(sensitive)"`)
 	}
 	return out
 }

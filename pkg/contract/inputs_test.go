@@ -195,3 +195,26 @@ func TestClusterEndpointEchoIsNoInput(t *testing.T) {
 	require.Contains(t, render("lb.example:6443"), InputEndpoint, "another endpoint than its own")
 	require.Equal(t, "", EndpointString("", 0))
 }
+
+// O9: the sensitive names travel with the inputs, outside their hash (the
+// values they name are in it already), and name only inputs present;
+// bootstrap data is always sensitive (K5).
+func TestInputsSensitive(t *testing.T) {
+	in := RenderInputs(InputSources{Kind: v1alpha1.KindTerraformMachine, Object: &metav1.ObjectMeta{Namespace: "ns", Name: "m"},
+		Bootstrap: &BootstrapData{Value: []byte("secret-bootstrap")}})
+	in["token"], in["plain"] = json.RawMessage(`"s3cret-token"`), json.RawMessage(`"x"`)
+	before := in.Hash()
+	require.Equal(t, []string{InputBootstrapData}, in.Sensitive())
+
+	in.MarkSensitive([]string{"token", "gone"})
+	require.Equal(t, before, in.Hash(), "marking changes no hash: no re-apply of objects saved before")
+	back, err := DecodeInputs(in.JSON())
+	require.NoError(t, err)
+	require.Equal(t, []string{InputBootstrapData, "token"}, back.Sensitive(), "only inputs present")
+	red := string(back.Redacted().JSON())
+	require.NotContains(t, red, "s3cret-token")
+	require.Contains(t, red, `"plain":"x"`)
+
+	in.MarkSensitive(nil)
+	require.NotContains(t, in, InputSensitive)
+}

@@ -82,6 +82,9 @@ type OutputsContext struct {
 	// EndpointSet says the cluster's spec.controlPlaneEndpoint is already
 	// set (by hand, or by an earlier output), so the output is optional.
 	EndpointSet bool
+	// TooLarge names the outputs whose value was over its bound in the
+	// state (StateBounds): invalid, not missing.
+	TooLarge []string
 }
 
 // problems collects what is wrong, by reason, first reason wins.
@@ -103,7 +106,10 @@ func (p *problems) add(reason v1alpha1.ConditionReason, format string, args ...a
 // outputs each role needs are required (a cluster's endpoint unless it is
 // already set, a machine's provider_id, a pool's provider_id_list).
 func MapOutputs(ctx OutputsContext, values map[string]json.RawMessage) Outputs {
-	m := &mapper{values: values}
+	m := &mapper{values: values, tooLarge: map[string]bool{}, kind: ctx.Kind}
+	for _, name := range ctx.TooLarge {
+		m.tooLarge[name] = true
+	}
 	switch ctx.Kind {
 	case v1alpha1.KindTerraformCluster:
 		m.cluster(ctx)
@@ -119,20 +125,32 @@ func MapOutputs(ctx OutputsContext, values map[string]json.RawMessage) Outputs {
 		out.Valid = Condition{Status: metav1.ConditionFalse, Reason: m.p.reason, Message: strings.Join(m.p.msgs, "; ")}
 	}
 	out.Health = health(values)
+	if m.tooLarge[OutputHealth] {
+		out.Health = Condition{Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonHealthUnknown, Message: tooLargeMessage(ctx.Kind, OutputHealth)}
+	}
 	return out
 }
 
 // mapper maps the outputs of one object into out, noting the problems.
 type mapper struct {
-	values map[string]json.RawMessage
-	out    Outputs
-	p      problems
+	values   map[string]json.RawMessage
+	tooLarge map[string]bool
+	kind     string
+	out      Outputs
+	p        problems
+}
+
+// tooLargeMessage says that output name of kind's role was over its bound.
+func tooLargeMessage(kind, name string) string {
+	return fmt.Sprintf("output %s is over %d bytes as JSON in the state, its bound", name, StateBounds(kind)[name])
 }
 
 // required parses output name, which must be there and not null.
 func (m *mapper) required(name string, parse func(json.RawMessage) error) {
 	raw, ok := m.values[name]
 	switch {
+	case m.tooLarge[name]:
+		m.p.add(v1alpha1.ReasonOutputsInvalid, "%s", tooLargeMessage(m.kind, name))
 	case !ok:
 		m.p.add(v1alpha1.ReasonOutputsMissing, "output %s is missing (a sensitive output is not published: declare it sensitive = false)", name)
 	case isNull(raw):
@@ -147,6 +165,10 @@ func (m *mapper) required(name string, parse func(json.RawMessage) error) {
 // optional parses output name when it is there and not null.
 func (m *mapper) optional(name string, parse func(json.RawMessage) error) {
 	raw, ok := m.values[name]
+	if m.tooLarge[name] {
+		m.p.add(v1alpha1.ReasonOutputsInvalid, "%s", tooLargeMessage(m.kind, name))
+		return
+	}
 	if !ok || isNull(raw) {
 		return
 	}

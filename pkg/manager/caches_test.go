@@ -96,9 +96,8 @@ func TestEveryInformerIsTrimmed(t *testing.T) {
 		m := objs[0].(metav1.Object)
 		what := fmt.Sprintf("%T %s", objs[0], m.GetName())
 		require.NotContains(t, m.GetAnnotations(), "tenant.example/big", what)
-		_, ns := objs[0].(*corev1.Namespace)
-		if _, plan := objs[0].(*v1alpha1.TerraformPlan); ns || plan {
-			require.Contains(t, m.GetLabels(), "tenant.example/big", "namespace (N4) and plan (O8, A1-146) labels stay whole")
+		if _, ns := objs[0].(*corev1.Namespace); ns {
+			require.Contains(t, m.GetLabels(), "tenant.example/big", "namespace labels stay whole (N4)")
 		} else {
 			require.NotContains(t, m.GetLabels(), "tenant.example/big", what)
 		}

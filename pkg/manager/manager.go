@@ -86,7 +86,9 @@ type Deps struct {
 // before the factories start.
 func newControllers(ctx context.Context, d *Deps) ([]Controller, error) {
 	captf := d.CaptfInformers.Infrastructure().V1alpha1()
-	reader := source.NewReader(d.Kube)
+	// Source Secrets are read uncached on every pass (I4) under the uncached
+	// reads' size budget (B11).
+	reader := source.NewReader(d.sourceKube())
 	// The identity controller is built after the workload controller (it
 	// waits for its batch); the workload's workers wait for the identity's
 	// batch in turn (P1), read once Run starts.
@@ -364,4 +366,14 @@ func serve(ctx context.Context, name string, l net.Listener, h http.Handler, shu
 	defer cancel()
 	_ = srv.Shutdown(sctx)
 	return nil
+}
+
+// sourceKube is the client of the source Secrets' reads: the uncached
+// clients' (protobuf, each response within workload.MaxResponseBytes, B11),
+// or Kube where a test built Deps without them.
+func (d *Deps) sourceKube() kubernetes.Interface {
+	if d.Uncached.Kube != nil {
+		return d.Uncached.Kube
+	}
+	return d.Kube
 }

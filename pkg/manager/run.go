@@ -102,7 +102,7 @@ func newRecorder(ctx context.Context, cfg *rest.Config) (record.EventRecorder, f
 	if err != nil {
 		return nil, nil, err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster := newBroadcaster(ctx)
 	broadcaster.StartStructuredLogging(3)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	return broadcaster.NewRecorder(eventScheme(), corev1.EventSource{Component: "captf-manager"}), broadcaster.Shutdown, nil

@@ -8,6 +8,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/captf/captf/pkg/controllers/workload"
 )
 
 // Issue 25 (SPEC P2, P3): the source watches' client asks for
@@ -40,4 +42,18 @@ func TestSourceWatchClientIsUncompressedOnTheCoreBudget(t *testing.T) {
 	var got flowcontrol.RateLimiter = watches.CoreV1().RESTClient().GetRateLimiter()
 	require.Same(t, limiter, got, "the watches spend the core client's tokens")
 	require.Equal(t, 2, wrapped, "both clients keep the request-counting wrappers")
+}
+
+// B11: the source Secrets are read on every pass through the uncached
+// clients, whose every response has a size budget; Kube only serves tests
+// that build Deps without them.
+func TestSourceReadsHaveASizeBudget(t *testing.T) {
+	cfg := &rest.Config{Host: "https://api.example", QPS: 50, Burst: 100}
+	core, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	d := &Deps{Kube: core}
+	require.Same(t, core, d.sourceKube(), "without uncached clients, Kube")
+	d.Uncached, err = workload.NewUncached(cfg, core)
+	require.NoError(t, err)
+	require.Same(t, d.Uncached.Kube, d.sourceKube())
 }

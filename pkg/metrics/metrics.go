@@ -148,9 +148,9 @@ var (
 	}, []string{"action"})
 
 	// ForceUnlocks counts state locks released because a finished Job of
-	// the object held them (SPEC O3).
+	// the object held them (SPEC O3; upstream A7-48's name).
 	ForceUnlocks = metrics.NewCounter(&metrics.CounterOpts{
-		Name:           "captf_state_force_unlocks_total",
+		Name:           "captf_lock_force_unlocks_total",
 		Help:           "State locks this manager released before a Job because a finished Job of the same object held them (its pod was killed while Terraform held the lock).",
 		StabilityLevel: metrics.ALPHA,
 	})

@@ -251,7 +251,7 @@ func kindOf(k runresult.Kind) ErrorKind {
 	case runresult.KindPlanChanged:
 		return ErrorPlanChanged
 	case runresult.KindDestructive:
-		return ErrorDestructive
+		return ErrorBlocked
 	}
 	return ErrorUnknown
 }
@@ -331,7 +331,7 @@ func Headline(l *Record) string {
 		b.WriteString("the runner failed")
 	case ErrorPlanChanged:
 		b.WriteString("applied nothing: the plan is not the approved one")
-	case ErrorDestructive:
+	case ErrorBlocked, v1alpha1.RunErrorDestructive:
 		b.WriteString("applied nothing: the plan deletes or replaces resources")
 	default:
 		b.WriteString("failed")

@@ -230,3 +230,26 @@ func TestGoneO1(t *testing.T) {
 		require.NotEqual(t, ErrorInterrupted, l.Error.Kind)
 	}
 }
+
+// TestKindOfA1_80: the runner's document kinds become upstream's
+// status.lastRun.error.kind (A1-80): the destructive guard's stop is
+// blocked, and Headline words blocked and the destructive an earlier
+// captf stored alike (SPEC O8).
+func TestKindOfA1_80(t *testing.T) {
+	for in, want := range map[runresult.Kind]ErrorKind{
+		runresult.KindStep:        ErrorStep,
+		runresult.KindImageLayout: ErrorImageLayout,
+		runresult.KindInterrupted: ErrorInterrupted,
+		runresult.KindPlanChanged: ErrorPlanChanged,
+		runresult.KindDestructive: v1alpha1.RunErrorBlocked,
+	} {
+		if got := kindOf(in); got != want {
+			t.Errorf("kindOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, k := range []ErrorKind{v1alpha1.RunErrorBlocked, v1alpha1.RunErrorDestructive} {
+		if h := Headline(&Record{Error: &Error{Kind: k}}); h != "applied nothing: the plan deletes or replaces resources" {
+			t.Errorf("Headline of kind %q = %q", k, h)
+		}
+	}
+}

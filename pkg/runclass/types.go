@@ -43,10 +43,11 @@ const (
 	// ErrorPlanChanged: an apply of an approved plan found another plan
 	// and applied nothing (SPEC O8): not a failure, a new plan.
 	ErrorPlanChanged = v1alpha1.RunErrorPlanChanged
-	// ErrorDestructive: a guarded cluster apply found deletions or
+	// ErrorBlocked: a guarded cluster apply found deletions or
 	// replacements and applied nothing (SPEC O8): not a failure, a
-	// Destructive plan.
-	ErrorDestructive = v1alpha1.RunErrorDestructive
+	// Destructive plan. Upstream's kind blocked (A1-80); the runner's
+	// document says destructive (runresult.KindDestructive).
+	ErrorBlocked = v1alpha1.RunErrorBlocked
 	// ErrorUnknown: no readable result document says why (the pod is
 	// gone, killed, out of memory, an older runner); the summary says what
 	// the Job and the kubelet reported.

@@ -110,6 +110,7 @@ func executeSteps(ctx context.Context, cfg *config, environ []string, stdout, st
 			out = show // O8: planned values, never logged
 		}
 		r, err := s.run(path, st.name, st.args, dir, env, out, errOut)
+		rep.flushLogs()
 		if err != nil {
 			return 0, imageErr("%s could not start: %v", st.name, err)
 		}
@@ -182,6 +183,15 @@ func locate(cfg *config, environ []string, stderr io.Writer) (layout, string, er
 		return lay, "", imageErr("%v", err)
 	}
 	path, err := lookPath(cfg.terraform, getenv(environ, "PATH"))
+	if err != nil && !cfg.terraformSet && lay.runtime == "" {
+		// T8: an OpenTofu image without the upstream layout has tofu, not
+		// terraform, on its PATH; the Job passes no --terraform.
+		if tofu, terr := lookPath("tofu", getenv(environ, "PATH")); terr == nil {
+			fmt.Fprintf(stderr, "captf runner: no terraform in PATH; running %s (SPEC T8)\n", tofu)
+			cfg.terraform = "tofu"
+			return lay, tofu, nil
+		}
+	}
 	if err != nil {
 		return lay, "", imageErr("%v", err)
 	}
@@ -206,7 +216,7 @@ func readFiles(cfg config, environ []string, rep *report) (files, error) {
 		if cfg.workdir == "" {
 			return f, otherErr("--inputs is set but --workdir is not: the inputs file is written only into a working copy, never into the module directory")
 		}
-		if f.inputs, f.inputNames, err = readInputs(cfg.inputs); err != nil {
+		if f.inputs, f.inputNames, rep.logs, err = readInputs(cfg.inputs); err != nil {
 			return f, otherErr("%v", err)
 		}
 		_ = rep.redactor.AddJSON(f.inputs)

@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/captf/captf/pkg/contract"
+	"github.com/captf/captf/pkg/runresult"
 )
 
 const (
@@ -84,25 +87,29 @@ func parseVariables(value string) ([]byte, []string, error) {
 
 // readInputs reads the contract inputs file (SPEC K6): a JSON object of
 // at most MaxInputsBytes, returned as the variables file's content with
-// its key names sorted. Errors never quote it: bootstrap_data is
-// sensitive (K5, X1).
-func readInputs(path string) ([]byte, []string, error) {
+// its key names sorted, without contract.InputSensitive, whose names'
+// values (and the bootstrap data's) the returned Redactor holds for
+// Terraform's output (O9, K5; nil when there are none). Errors never quote
+// it: its values may be sensitive (K5, O9, X1).
+func readInputs(path string) ([]byte, []string, *runresult.Redactor, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--inputs: %v", err)
+		return nil, nil, nil, fmt.Errorf("--inputs: %v", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxInputsBytes+1))
 	if err != nil {
-		return nil, nil, fmt.Errorf("--inputs: reading %s: %v", path, err)
+		return nil, nil, nil, fmt.Errorf("--inputs: reading %s: %v", path, err)
 	}
 	if len(b) > MaxInputsBytes {
-		return nil, nil, fmt.Errorf("--inputs: %s is more than %d bytes", path, MaxInputsBytes)
+		return nil, nil, nil, fmt.Errorf("--inputs: %s is more than %d bytes", path, MaxInputsBytes)
 	}
-	var in map[string]json.RawMessage
+	var in contract.Inputs
 	if err := json.Unmarshal(b, &in); err != nil || in == nil {
-		return nil, nil, fmt.Errorf("--inputs: %s is not a JSON object of inputs", path)
+		return nil, nil, nil, fmt.Errorf("--inputs: %s is not a JSON object of inputs", path)
 	}
+	logs := sensitiveInputs(in)
+	delete(in, contract.InputSensitive) // no variable of the module's
 	names := make([]string, 0, len(in))
 	for k := range in {
 		names = append(names, k)
@@ -110,9 +117,9 @@ func readInputs(path string) ([]byte, []string, error) {
 	slices.Sort(names)
 	out, err := json.MarshalIndent(in, "", "  ")
 	if err != nil {
-		return nil, nil, fmt.Errorf("--inputs: %s: not valid JSON", path)
+		return nil, nil, nil, fmt.Errorf("--inputs: %s: not valid JSON", path)
 	}
-	return append(out, '\n'), names, nil
+	return append(out, '\n'), names, logs, nil
 }
 
 // numericTail is what Terraform's kubernetes backend refuses at the end of

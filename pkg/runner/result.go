@@ -57,6 +57,10 @@ type report struct {
 	// tails holds each Terraform step's error output, the end of it.
 	tails map[string]*ring
 	plan  *planScanner
+	// logs holds the values Terraform's output may not carry to the pod's
+	// log (O9, K5; nil: none); flush ends the current step's lines.
+	logs    *runresult.Redactor
+	flushes []*lineRedactor
 }
 
 func newReport(cfg config, environ []string) *report {
@@ -122,10 +126,23 @@ func (r *report) fail(kind runresult.Kind, msg string) {
 func (r *report) stepWriters(step string, stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	ring := &ring{max: tailBytes}
 	r.tails[step] = ring
+	if r.logs != nil {
+		out, errOut := &lineRedactor{w: stdout, r: r.logs}, &lineRedactor{w: stderr, r: r.logs}
+		r.flushes = append(r.flushes[:0], out, errOut)
+		stdout, stderr = out, errOut
+	}
 	if step == runresult.StepApply || step == runresult.StepDestroy || step == runresult.StepPlan {
 		stdout = io.MultiWriter(stdout, r.plan)
 	}
 	return stdout, io.MultiWriter(stderr, ring)
+}
+
+// flushLogs writes the end of a step's last lines to the pod's log.
+func (r *report) flushLogs() {
+	for _, l := range r.flushes {
+		_ = l.Flush()
+	}
+	r.flushes = r.flushes[:0]
 }
 
 // finish records the steps and, when the run did not succeed, why.

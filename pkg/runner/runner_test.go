@@ -77,6 +77,9 @@ esac
 // goroutine forks can make its exec fail with ETXTBSY.
 var fakeBin string
 
+// tofuOnlyBin holds the fake as "tofu" only.
+var tofuOnlyBin string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "captf-runner-test")
 	if err != nil {
@@ -88,6 +91,14 @@ func TestMain(m *testing.M) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeTerraform), 0o755); err != nil {
 			panic(err)
 		}
+	}
+	// And alone, as an OpenTofu image's PATH has it.
+	tofuOnlyBin = filepath.Join(dir, "tofu-only")
+	if err := os.Mkdir(tofuOnlyBin, 0o755); err != nil {
+		panic(err)
+	}
+	if err := os.WriteFile(filepath.Join(tofuOnlyBin, "tofu"), []byte(fakeTerraform), 0o755); err != nil {
+		panic(err)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -536,4 +547,21 @@ func TestHelp(t *testing.T) {
 		require.Equal(t, 0, Main(context.Background(), args, nil, &stdout, &stderr))
 		require.Contains(t, stderr.String(), "usage: captf runner")
 	}
+}
+
+// T8: an OpenTofu image without the upstream layout has only tofu on its
+// PATH, and the Job passes no --terraform: the runner runs tofu. With
+// --terraform given, it does not look further.
+func TestTofuWhenNoTerraformT8(t *testing.T) {
+	f := newFixture(t)
+	f.environ[0] = "PATH=" + tofuOnlyBin + ":/usr/bin:/bin"
+	code, _, stderr := f.run("apply", "--chdir="+f.module)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "captf runner: no terraform in PATH; running "+filepath.Join(tofuOnlyBin, "tofu"))
+	require.Contains(t, stderr, "captf runner: running tofu apply")
+	require.Equal(t, "init\napply\n", f.read("steps"))
+
+	code, _, stderr = f.run("apply", "--chdir="+f.module, "--terraform=terraform")
+	require.Equal(t, ExitRunnerError, code)
+	require.Contains(t, lastLine(stderr), `no executable "terraform"`)
 }

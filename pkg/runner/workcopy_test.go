@@ -2,6 +2,7 @@ package runner
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -432,4 +433,36 @@ func TestInputsErrorsK6(t *testing.T) {
 			require.Empty(t, f.read("init.args"), "nothing ran")
 		})
 	}
+}
+
+// O9, K5, X1: the values of the inputs marked sensitive (the variables a
+// Secret gave) and the bootstrap data, decoded too, never reach the pod's
+// log through Terraform's output, even when the module does not declare
+// them sensitive; other values do; the mark is no variable of the module's.
+func TestSensitiveInputsKeptOutOfTheLogO9(t *testing.T) {
+	t.Parallel()
+	const password, bootLine = "hunter2-s3cret", "secret-bootstrap-line"
+	boot := base64.StdEncoding.EncodeToString([]byte("#cloud-config\n" + bootLine + "\n"))
+	f := newFixture(t)
+	inputs := filepath.Join(t.TempDir(), "inputs.json")
+	require.NoError(t, os.WriteFile(inputs, []byte(`{"db_password":"`+password+`","region":"eu-west-1","bootstrap_data":"`+boot+`",`+
+		`"captf_sensitive_inputs":["db_password"]}`), 0o400))
+	f.write("apply.out", "  + password = \""+password+"\"\n  + region   = \"eu-west-1\"\n  + user_data = <<EOT\n"+bootLine+"\nEOT\nlast "+password)
+	f.write("apply.err", "Error: bad value \""+password+"\" for "+boot+"\n")
+	work := t.TempDir()
+
+	code, stdout, stderr := f.run("apply", "--chdir="+f.module, "--workdir="+work, "--inputs="+inputs)
+
+	require.Equal(t, 0, code, stderr)
+	for _, s := range []string{password, bootLine, boot} {
+		require.NotContains(t, stdout+stderr, s)
+	}
+	require.Contains(t, stdout, `+ password = "(sensitive)"`)
+	require.Contains(t, stdout, `"eu-west-1"`, "a value no Secret gave stays")
+	require.Contains(t, stdout, "last (sensitive)", "the last line, without its end, too")
+	require.Contains(t, stderr, `bad value "(sensitive)" for (sensitive)`)
+	b, err := os.ReadFile(filepath.Join(work, InputsFile))
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "captf_sensitive_inputs")
+	require.Contains(t, string(b), password, "the module still gets the value")
 }

@@ -25,6 +25,11 @@ const (
 	// object (upstream A3-45). A new object of the same kind, namespace and
 	// name adopts them only with spec.adoptRetainedState.
 	LabelRetainedFrom = "captf.io/retained-from-uid"
+	// AnnotationBytes carries, on each part of a backup, the length of the
+	// state data it holds (as stored: the backend's gzip), in decimal, so
+	// that status.stateBackups[].bytes (upstream A1-88) comes from a
+	// metadata LIST without reading any state.
+	AnnotationBytes = "captf.io/state-backup-bytes"
 
 	// DefaultKeep is the default of --state-backups.
 	DefaultKeep = 5
@@ -52,6 +57,31 @@ func Labels(suffix string, serial int64, i int) map[string]string {
 	return map[string]string{LabelBackup: "true", LabelSuffix: suffix,
 		LabelSerial: strconv.FormatInt(serial, 10), LabelPart: strconv.Itoa(i)}
 }
+
+// maxPartBytes bounds a part's recorded size: a Secret holds at most
+// 1 MiB. The annotation is on a Secret a tenant may edit, so a larger
+// value is not believed (and the sum over parts cannot overflow).
+const maxPartBytes = 1 << 20
+
+// BytesOf reads AnnotationBytes from a backup Secret's annotations:
+// BytesUnknown when it is missing (a backup written before captf recorded
+// sizes), not a canonical non-negative decimal, or more than a Secret can
+// hold.
+func BytesOf(annotations map[string]string) int64 {
+	v, ok := annotations[AnnotationBytes]
+	if !ok {
+		return BytesUnknown
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxPartBytes || strconv.FormatInt(n, 10) != v {
+		return BytesUnknown
+	}
+	return n
+}
+
+// BytesUnknown is the size of a backup (or part) whose size was not
+// recorded.
+const BytesUnknown int64 = -1
 
 // Selector selects the backup Secrets of suffix.
 func Selector(suffix string) labels.Selector {
@@ -86,6 +116,9 @@ type Secret struct {
 	Serial  int64
 	Part    int
 	Created time.Time
+	// Bytes is the length of the part's state data (BytesOf), or
+	// BytesUnknown.
+	Bytes int64
 }
 
 // Backup is the backup of one serial: its Secrets, the first part first.
@@ -96,6 +129,9 @@ type Backup struct {
 	// Created is the creation time of its first part (of the Secret of
 	// the lowest part listed when the first is missing).
 	Created time.Time
+	// Bytes is the size of the state the backup holds, as stored: the sum
+	// of its parts' Bytes, or BytesUnknown when any part's is unknown.
+	Bytes int64
 }
 
 // Name is the name of the backup's first Secret.
@@ -122,6 +158,11 @@ func Group(secrets []Secret) []Backup {
 		}
 		b := &out[len(out)-1]
 		b.Secrets = append(b.Secrets, s.Name)
+		if b.Bytes == BytesUnknown || s.Bytes < 0 {
+			b.Bytes = BytesUnknown
+		} else {
+			b.Bytes += s.Bytes
+		}
 		if s.Part == 0 {
 			b.Created = s.Created
 		}

@@ -121,3 +121,36 @@ func TestDue(t *testing.T) {
 		})
 	}
 }
+
+// TestBytesO5: status.stateBackups[].bytes (upstream A1-88) is the sum of
+// the parts' recorded sizes, unknown when any part's size is missing or
+// malformed (a backup written before sizes were recorded).
+func TestBytesO5(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		want int64
+	}{
+		{"recorded", map[string]string{AnnotationBytes: "1234"}, 1234},
+		{"zero", map[string]string{AnnotationBytes: "0"}, 0},
+		{"missing", nil, BytesUnknown},
+		{"negative", map[string]string{AnnotationBytes: "-3"}, BytesUnknown},
+		{"not canonical", map[string]string{AnnotationBytes: "012"}, BytesUnknown},
+		{"not a number", map[string]string{AnnotationBytes: "1k"}, BytesUnknown},
+		{"a Secret's most", map[string]string{AnnotationBytes: "1048576"}, 1 << 20},
+		{"more than a Secret holds (a tenant's edit)", map[string]string{AnnotationBytes: "9223372036854775807"}, BytesUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, BytesOf(tc.ann))
+		})
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g := Group([]Secret{
+		{Name: "b-5-part-1", Serial: 5, Part: 1, Created: t0, Bytes: 100},
+		{Name: "b-5", Serial: 5, Part: 0, Created: t0, Bytes: 1 << 20},
+		{Name: "b-4", Serial: 4, Part: 0, Created: t0, Bytes: BytesUnknown},
+		{Name: "b-3-part-1", Serial: 3, Part: 1, Created: t0, Bytes: 7},
+		{Name: "b-3", Serial: 3, Part: 0, Created: t0, Bytes: BytesUnknown},
+	})
+	require.Equal(t, []int64{1<<20 + 100, BytesUnknown, BytesUnknown}, []int64{g[0].Bytes, g[1].Bytes, g[2].Bytes})
+}

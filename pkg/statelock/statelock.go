@@ -10,8 +10,11 @@
 // name: the Job's name and "-" (cut to 58 characters, as the API server
 // cuts a generateName) and five random characters. A lock whose holder is
 // a pod of one of the object's own Jobs that has finished can only be
-// stale: its process is gone. Anything else (a running Job, another
-// object's Job, a person at a terminal) is never broken.
+// stale: its process is gone. So is one whose holder's name is that of a
+// pod of a Job of the object (jobs.JobOfPod: the name's hash covers the
+// object's UID) that is gone, deleted while it ran, when no pod of that
+// name runs and no Job of the object does. Anything else (a running Job,
+// another object's Job, a person at a terminal) is never broken.
 package statelock
 
 import (
@@ -19,6 +22,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	jobnames "github.com/captf/captf/pkg/controllers/jobs"
 )
 
 // AnnotationLockInfo is where the backend keeps the lock's JSON.
@@ -44,6 +51,8 @@ type Lease struct {
 	Holder string
 	// Info is its lock-info annotation, raw.
 	Info string
+	// Pod is what was read of the holder's pod (after ReadPod).
+	Pod Pod
 }
 
 // Job is one of the object's Jobs.
@@ -52,53 +61,117 @@ type Job struct {
 	Finished bool
 }
 
+// Object is the object whose Job would start: what its Jobs' names are
+// made of (jobs.Name), so that a holder can be proven one of its Jobs when
+// the Job is gone.
+type Object struct {
+	Kind, Name string
+	UID        types.UID
+}
+
+// Pod is what the controller read of the holder's pod, asked for
+// (ReadPod) only when the holder is a pod of a Job of the object that is
+// not among its Jobs (deleted while it ran).
+type Pod int
+
+const (
+	// PodUnread: not read yet.
+	PodUnread Pod = iota
+	// PodGone: no pod has the holder's name, or it has ended (Succeeded,
+	// Failed): its process no longer runs.
+	PodGone
+	// PodRuns: a pod with the holder's name has not ended (it may be
+	// terminating, or orphaned by its Job's deletion): it may still hold
+	// the lock.
+	PodRuns
+)
+
 // Action is what to do before the Job starts.
 type Action int
 
 const (
 	// Proceed: no lock, or one the next Job may take (free).
 	Proceed Action = iota
-	// ForceUnlock: the lock is held by a finished Job of the object:
-	// release it (ForceUnlocked), then proceed.
+	// ForceUnlock: the lock is held by a Job of the object that no longer
+	// runs: release it (ForceUnlocked), then proceed.
 	ForceUnlock
-	// Wait: held by a Job of the object that still runs; no new Job
-	// would start anyway (J1).
+	// Wait: held by a Job of the object that still runs, or by the pod,
+	// still running, of one that is gone, or held by a gone Job's pod
+	// while another Job of the object runs; no new Job would start
+	// anyway (J1).
 	Wait
 	// Locked: held by anything else; never broken (StateLocked).
 	Locked
+	// ReadPod: held by a pod of a Job of the object that is gone, and no
+	// Job of the object runs: read the pod (Decision.Pod) and decide
+	// again with Lease.Pod set.
+	ReadPod
 )
 
 // Decision is the outcome of Decide.
 type Decision struct {
 	Action Action
-	// Job is the object's Job that holds the lock (ForceUnlock, Wait).
+	// Job is the object's Job that holds the lock (ForceUnlock, Wait,
+	// ReadPod).
 	Job string
+	// Deleted: Job is not among the object's Jobs (ForceUnlock, Wait,
+	// ReadPod).
+	Deleted bool
+	// Pod is the holder's pod name (ReadPod).
+	Pod string
+	// Requeue (Wait): nothing reports the holder's end (its Job is gone
+	// and no other Job of the object runs): look again later.
+	Requeue bool
 	// Message describes the holder, for events and conditions: the lock
 	// ID, who, the operation and since when (no value of the state).
 	Message string
 }
 
-// Decide decides what to do about lease before a Job of the object whose
-// Jobs are jobs starts.
-func Decide(lease Lease, jobs []Job) Decision {
+// Decide decides what to do about lease before a Job of obj, whose Jobs
+// are jobs, starts. A holder is the object's when it is a pod of one of
+// jobs, or, when that Job is gone (deleted while it ran, A3-89), when its
+// name is one jobs.Name gives obj (jobs.JobOfPod) and its pod no longer
+// runs; a gone Job's lock is not touched while any Job of obj runs.
+func Decide(lease Lease, jobs []Job, obj Object) Decision {
 	if !lease.Exists || lease.Holder == "" {
 		return Decision{Action: Proceed}
 	}
 	info, err := ParseInfo(lease.Info)
 	desc := describe(lease.Holder, info, err)
-	if err == nil {
-		host := info.Who[strings.LastIndex(info.Who, "@")+1:]
-		for _, j := range jobs {
-			if !PodOfJob(host, j.Name) {
-				continue
-			}
-			if j.Finished {
-				return Decision{Action: ForceUnlock, Job: j.Name, Message: desc}
-			}
-			return Decision{Action: Wait, Job: j.Name, Message: desc}
+	if err != nil {
+		return Decision{Action: Locked, Message: desc}
+	}
+	host := info.Who[strings.LastIndex(info.Who, "@")+1:]
+	for _, j := range jobs {
+		if !PodOfJob(host, j.Name) {
+			continue
+		}
+		if j.Finished {
+			return Decision{Action: ForceUnlock, Job: j.Name, Message: desc}
+		}
+		return Decision{Action: Wait, Job: j.Name, Message: desc}
+	}
+	job, ok := jobnames.JobOfPod(obj.Kind, obj.Name, obj.UID, host)
+	if !ok {
+		return Decision{Action: Locked, Message: desc}
+	}
+	d := Decision{Job: job, Deleted: true, Pod: host, Message: desc}
+	for _, j := range jobs {
+		if !j.Finished {
+			// J1: no Job starts beside it; its end wakes the object.
+			d.Action = Wait
+			return d
 		}
 	}
-	return Decision{Action: Locked, Message: desc}
+	switch lease.Pod {
+	case PodGone:
+		d.Action = ForceUnlock
+	case PodRuns:
+		d.Action, d.Requeue = Wait, true
+	default:
+		d.Action = ReadPod
+	}
+	return d
 }
 
 // ParseInfo reads a lock-info annotation within bounds.
@@ -121,13 +194,7 @@ func ParseInfo(s string) (LockInfo, error) {
 
 // PodOfJob reports whether host is the name of a pod of Job job: the
 // Job's name and "-", cut to 58 characters, then five characters.
-func PodOfJob(host, job string) bool {
-	prefix := job + "-"
-	if len(prefix) > 58 {
-		prefix = prefix[:58]
-	}
-	return len(host) == len(prefix)+5 && strings.HasPrefix(host, prefix)
-}
+func PodOfJob(host, job string) bool { return jobnames.PodOfJob(host, job) }
 
 func describe(holder string, info LockInfo, err error) string {
 	if err != nil {

@@ -206,6 +206,11 @@ type Outputs struct {
 	Values map[string]json.RawMessage
 	// Sensitive are the names of the sensitive outputs, sorted.
 	Sensitive []string
+	// Kept are the canonical values of the non-sensitive outputs that
+	// ReadKeeping's keep names and that are within their bound, and
+	// KeptTooLarge (sorted) those over it; nil from Read.
+	Kept         map[string]json.RawMessage
+	KeptTooLarge []string
 	// Serial is the state's serial, which Terraform increments with each
 	// change it writes; HasSerial says whether the state has one (a
 	// non-negative integer). SPEC O5 backs up each new serial.
@@ -233,6 +238,31 @@ func Decode(compressed []byte) (*Outputs, error) {
 // the state's serial (SerialOf): the state is sound, only its outputs are
 // too large to publish, and a backup of it is still due (O5).
 func Read(r io.Reader) (*Outputs, error) {
+	return ReadKeeping(r, nil)
+}
+
+// Keep names outputs to read on their own, each with the bound of its
+// value as compact JSON, in bytes (SPEC K7: the contract outputs, whose
+// bounds are theirs, not status.outputs' 32 KiB).
+type Keep map[string]int
+
+// maxKept bounds the sum of a Keep's bounds (B10): what the walk may hold
+// beside maxCaptured.
+const maxKept = 4 << 20
+
+// ReadKeeping is Read, and also reads the outputs keep names on their own
+// (Outputs.Kept, Outputs.KeptTooLarge), each within its bound, whatever
+// the size of the others. When the others are over the decoder's budget,
+// it returns both the KindOutputsTooLarge error and the Outputs holding
+// only what was kept (and the serial).
+func ReadKeeping(r io.Reader, keep Keep) (*Outputs, error) {
+	total := 0
+	for _, b := range keep {
+		total += b
+	}
+	if total > maxKept {
+		return nil, fmt.Errorf("tfstate: outputs kept on their own may hold %d bytes, more than %d", total, maxKept)
+	}
 	br := bufio.NewReaderSize(r, 512)
 	head, _ := br.Peek(64)
 	zr, err := bounded.Gunzip(br, limits)
@@ -245,12 +275,15 @@ func Read(r io.Reader) (*Outputs, error) {
 		}
 		return nil, fromBounded(err)
 	}
-	return readJSON(zr)
+	return readJSON(zr, keep)
 }
 
 // readJSON reads the outputs of a decompressed state.
-func readJSON(r io.Reader) (*Outputs, error) {
-	w := &walk{d: bounded.NewDecoder(r, limits)}
+func readJSON(r io.Reader, keep Keep) (*Outputs, error) {
+	w := &walk{d: bounded.NewDecoder(r, limits), keep: keep}
+	if keep != nil {
+		w.kept, w.keptTooLarge = map[string]json.RawMessage{}, map[string]bool{}
+	}
 	if err := w.state(); err != nil {
 		return nil, fromBounded(err)
 	}
@@ -293,4 +326,14 @@ func (o *Outputs) Encode() ([]byte, error) {
 		return nil, fail(KindOutputsTooLarge, "the names of the %d sensitive outputs are %d bytes as JSON, over the limit of %d", len(o.Sensitive), len(names), MaxOutputsBytes)
 	}
 	return b, nil
+}
+
+// EncodeKept returns the JSON object of the kept outputs (Outputs.Kept),
+// encoded as Encode encodes status.outputs.
+func (o *Outputs) EncodeKept() ([]byte, error) {
+	kept := o.Kept
+	if kept == nil {
+		kept = map[string]json.RawMessage{}
+	}
+	return encode(kept)
 }

@@ -537,7 +537,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	f.Add([]byte(`{"Version":4,"OUTPUTS":{"a":{"Value":1,"Sensitive":null}},"version":4.0}`))
 	f.Add([]byte(`{"version":4,"outputs":{"a":{"value":[1,{"b":"\u00e9"}],"sensitive":false},"a":{"sensitive":true}}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		out, err := readJSON(bytes.NewReader(raw))
+		out, err := readJSON(bytes.NewReader(raw), nil)
 		checkResult(t, out, err)
 		if KindOf(err) == KindTooLarge {
 			return // a limit of the walk; encoding/json has none

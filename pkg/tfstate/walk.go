@@ -25,11 +25,20 @@ type walk struct {
 	// document proved well formed and within the limits, as
 	// encoding/json would.
 	problem *Error
+	// keep are the outputs read on their own, each within its bound
+	// (ReadKeeping), whatever the budget of the others; kept holds their
+	// non-sensitive values within it, keptTooLarge those over it.
+	keep         Keep
+	kept         map[string]json.RawMessage
+	keptTooLarge map[string]bool
 }
 
 type output struct {
 	value     json.RawMessage
 	sensitive bool
+	// cut says the value was not captured whole (over the bound of the
+	// capture).
+	cut bool
 }
 
 func (w *walk) typeProblem(what string) error {
@@ -132,9 +141,13 @@ func (w *walk) readOutputs() error {
 	}
 	return w.d.Object(func(name string) error {
 		w.hold(len(name) + 4)
-		o, err := w.readOutput()
-		if err != nil || w.over {
+		o, err := w.readOutput(name)
+		if err != nil {
 			return err
+		}
+		w.keepOutput(name, o)
+		if w.over {
+			return nil
 		}
 		if !o.sensitive {
 			w.hold(len(o.value))
@@ -156,8 +169,29 @@ func (w *walk) hold(n int) {
 	}
 }
 
+// keepOutput records output name when it is one of w.keep: its value
+// when it is not sensitive and within its bound, else that it is over
+// (the last one of a name wins, as in encoding/json).
+func (w *walk) keepOutput(name string, o output) {
+	bound, ok := w.keep[name]
+	if !ok {
+		return
+	}
+	delete(w.kept, name)
+	delete(w.keptTooLarge, name)
+	switch {
+	case o.sensitive:
+	case o.cut || len(o.value) > bound:
+		w.keptTooLarge[name] = true
+	default:
+		w.kept[name] = o.value
+	}
+}
+
 // readOutput reads one output: {"value": ..., "type": ..., "sensitive": bool}.
-func (w *walk) readOutput() (output, error) {
+// The value of an output w.keep names is captured up to its own bound
+// too, even once the others' budget is spent.
+func (w *walk) readOutput(name string) (output, error) {
 	var o output
 	t, err := w.d.Peek()
 	switch {
@@ -174,8 +208,14 @@ func (w *walk) readOutput() (output, error) {
 		case strings.EqualFold(key, "value"):
 			// What is left of the budget: a value that does not fit is
 			// dropped, which is no loss if the output is sensitive.
-			raw, ok, err := w.d.Capture(max(0, maxCaptured-w.held))
-			o.value, overflow = raw, !ok
+			budget := max(0, maxCaptured-w.held)
+			bound, keep := w.keep[name]
+			raw, ok, err := w.d.Capture(max(budget, bound+1))
+			o.value, o.cut = raw, !ok
+			overflow = !ok || len(raw) > budget
+			if overflow && !keep {
+				o.value = nil
+			}
 			return err
 		case strings.EqualFold(key, "sensitive"):
 			t, err := w.d.Peek()
@@ -201,6 +241,26 @@ func (w *walk) readOutput() (output, error) {
 	return o, err
 }
 
+// keptResult is what the walk kept of the outputs w.keep names.
+func (w *walk) keptResult(out *Outputs) error {
+	if w.keep == nil {
+		return nil
+	}
+	out.Kept = map[string]json.RawMessage{}
+	for name, v := range w.kept {
+		c, err := canonical(v)
+		if err != nil {
+			return fail(KindNotJSON, "the value of output %q is not valid JSON", name)
+		}
+		out.Kept[name] = c
+	}
+	for name := range w.keptTooLarge {
+		out.KeptTooLarge = append(out.KeptTooLarge, name)
+	}
+	sort.Strings(out.KeptTooLarge)
+	return nil
+}
+
 // result judges what the walk kept, then makes the values canonical.
 func (w *walk) result() (*Outputs, error) {
 	switch {
@@ -217,11 +277,22 @@ func (w *walk) result() (*Outputs, error) {
 		if w.serial != nil {
 			e.Serial, e.HasSerial = *w.serial, true
 		}
-		return nil, e
+		if w.keep == nil {
+			return nil, e
+		}
+		// The outputs kept on their own are read all the same.
+		out := &Outputs{Serial: e.Serial, HasSerial: e.HasSerial}
+		if err := w.keptResult(out); err != nil {
+			return nil, err
+		}
+		return out, e
 	}
 	out := &Outputs{Values: map[string]json.RawMessage{}, Sensitive: []string{}}
 	if w.serial != nil {
 		out.Serial, out.HasSerial = *w.serial, true
+	}
+	if err := w.keptResult(out); err != nil {
+		return nil, err
 	}
 	for name, o := range w.outputs {
 		if o.sensitive {

@@ -104,6 +104,29 @@ func Merge(sources []Source, nameProblem func(string) string) (map[string]json.R
 	return out, nil
 }
 
+// FromSecrets returns, sorted, the keys of Merge's result whose value a
+// Secret gave (a later ConfigMap's key wins over it): their values are
+// sensitive (SPEC O9), kept out of Terraform's output by the runner.
+func FromSecrets(sources []Source) []string {
+	secret := map[string]bool{}
+	for _, s := range sources {
+		if !s.Found || !s.Labelled {
+			continue
+		}
+		for k := range s.Data {
+			secret[k] = s.Kind == "Secret"
+		}
+	}
+	var out []string
+	for k, yes := range secret {
+		if yes {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // value is one source value as JSON: a string for String, the value
 // itself, compacted, for JSON.
 func value(v []byte, format v1alpha1.VariablesFormat) (json.RawMessage, error) {

@@ -98,3 +98,26 @@ func TestMergeKeyCount(t *testing.T) {
 	_, p = Merge([]Source{cm("a", data)}, jobs.NameProblem)
 	require.Nil(t, p, "256 keys are allowed")
 }
+
+// SPEC O9: the keys whose merged value a Secret gave are sensitive; a
+// later ConfigMap's key wins over a Secret's (and the reverse), and a
+// missing or unlabelled source gives nothing.
+func TestFromSecrets(t *testing.T) {
+	secret := func(s *Source) { s.Kind = "Secret" }
+	for _, tt := range []struct {
+		name    string
+		sources []Source
+		want    []string
+	}{
+		{"no Secret", []Source{cm("a", map[string]string{"x": "1"})}, nil},
+		{"a Secret's keys", []Source{cm("a", map[string]string{"x": "1"}), cm("s", map[string]string{"pw": "p", "user": "u"}, secret)}, []string{"pw", "user"}},
+		{"a later ConfigMap wins", []Source{cm("s", map[string]string{"pw": "p", "user": "u"}, secret), cm("a", map[string]string{"user": "admin"})}, []string{"pw"}},
+		{"a later Secret wins", []Source{cm("a", map[string]string{"pw": "default"}), cm("s", map[string]string{"pw": "p"}, secret)}, []string{"pw"}},
+		{"a missing Secret gives nothing", []Source{cm("s", map[string]string{"pw": "p"}, secret, missing, optional)}, nil},
+		{"an unlabelled Secret gives nothing", []Source{cm("s", map[string]string{"pw": "p"}, secret, unlabelled, optional)}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, FromSecrets(tt.sources))
+		})
+	}
+}

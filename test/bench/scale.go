@@ -33,6 +33,13 @@ func (b *bench) footprint(ctx context.Context, sc string) error {
 	r := b.res
 	r.add(sc, fmt.Sprintf("manager RSS over %d converged objects", objects), faultkit.MiB(rss), unitMiB)
 	r.add(sc, fmt.Sprintf("manager Go heap in use over %d converged objects", objects), faultkit.MiB(heap), unitMiB)
+	// What the memory limit holds: VmRSS also counts the binary's mapped
+	// pages, which the kernel can reclaim under the limit.
+	anon, err := faultkit.AnonRSS(b.e.mgr.PID())
+	if err != nil {
+		return err
+	}
+	r.add(sc, fmt.Sprintf("manager anonymous RSS (RssAnon) over %d converged objects", objects), faultkit.MiB(anon), unitMiB)
 	if b.cfg.Profile != "" {
 		// The heap in use counts garbage not yet collected (GOGC); what
 		// the objects hold is the live heap, after a forced GC.

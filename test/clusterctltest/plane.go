@@ -202,9 +202,19 @@ func (p *Plane) Status(t *testing.T, ns, kind, name string) *v1alpha1.WorkloadSt
 // WaitStatus waits until ok accepts kind/name's status and returns it.
 func (p *Plane) WaitStatus(t *testing.T, ns, kind, name, what string, ok func(*v1alpha1.WorkloadStatus) (bool, string)) *v1alpha1.WorkloadStatus {
 	t.Helper()
-	var got *v1alpha1.WorkloadStatus
-	p.F.WaitFor(p.Name+": "+kind+" "+name+": "+what, func() (bool, string) {
+	return WaitStatus(p.F, p.Name+": "+kind+" "+name+": "+what, func() (*v1alpha1.WorkloadStatus, error) {
 		_, st, err := p.Object(ns, kind, name)
+		return st, err
+	}, ok)
+}
+
+// WaitStatus waits through f until ok accepts the status read returns,
+// and returns it; a failure names what and the status's conditions.
+func WaitStatus(f *framework.Fixture, what string, read func() (*v1alpha1.WorkloadStatus, error), ok func(*v1alpha1.WorkloadStatus) (bool, string)) *v1alpha1.WorkloadStatus {
+	f.T.Helper()
+	var got *v1alpha1.WorkloadStatus
+	f.WaitFor(what, func() (bool, string) {
+		st, err := read()
 		if err != nil {
 			return false, err.Error()
 		}

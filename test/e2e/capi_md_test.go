@@ -258,6 +258,17 @@ func (r *mdRun) threeMachines(ctx context.Context, t *testing.T) {
 		if tm.Spec.ProviderID != pid {
 			t.Errorf("K7: TerraformMachine %s spec.providerID %v, want %s", tm.Name, tm.Spec.ProviderID, pid)
 		}
+		// O6: pinned to the digest its apply ran; its destroy (the scale
+		// to one) runs the image by that digest.
+		e.waitFor(ctx, t, time.Minute, "O6: TerraformMachine "+tm.Name+" pinned", func() (bool, string) {
+			got, err := e.captf.InfrastructureV1alpha1().TerraformMachines(tenant).Get(ctx, tm.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			src := got.Status.Source
+			return src != nil && src.Image == moduleImage && src.ImageDigest == e.digests[moduleImage] && src.ImageDigest != "",
+				fmt.Sprintf("status.source %+v, want %s at %q", src, moduleImage, e.digests[moduleImage])
+		})
 	}
 	if len(pids) != 3 {
 		t.Errorf("K9: the 3 Machines have provider IDs %v, want 3 distinct", pids)

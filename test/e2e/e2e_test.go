@@ -86,6 +86,9 @@ type env struct {
 	// forbidden are values, beside the credentials, that no log, event or
 	// Job may hold (X1: bootstrap data, SPEC K5).
 	forbidden []string
+	// digests are the images' manifest digests, by name, as
+	// hack/build-e2e-images.sh reports them.
+	digests map[string]string
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -180,7 +183,7 @@ func startNode(ctx context.Context, t *testing.T) (*env, *controlplane.NodeForTe
 	}
 	t.Logf("images built and imported in %s:\n%s", time.Since(begin).Round(time.Millisecond), strings.TrimSpace(string(out)))
 
-	e := &env{root: root, cp: cp.ControlPlane}
+	e := &env{root: root, cp: cp.ControlPlane, digests: imageDigests(string(out))}
 	e.cloud = cloud{e: e}
 	if e.kube, err = kubernetes.NewForConfig(cp.RestConfig(controlplane.Admin)); err != nil {
 		t.Fatal(err)
@@ -436,6 +439,7 @@ func (e *env) lifecycle(ctx context.Context, t *testing.T) {
 	e.waitClusterCondition(ctx, t, v1alpha1.ConditionReady, metav1.ConditionTrue, "", 2*time.Minute)
 	e.waitIdentityCondition(ctx, t, v1alpha1.ConditionRotationComplete, metav1.ConditionTrue, v1alpha1.ReasonRotationComplete, 2*time.Minute)
 	e.checkOutputs(ctx, t, resourceID)
+	e.checkPinned(ctx, t, clusterName, moduleImage)
 	stateSecret := "tfstate-default-" + jobs.StateSuffix("TerraformCluster", clusterName)
 	if _, err := e.kube.CoreV1().Secrets(tenant).Get(ctx, stateSecret, metav1.GetOptions{}); err != nil {
 		t.Fatalf("T2: the state Secret %s/%s after the apply: %v", tenant, stateSecret, err)
@@ -897,4 +901,36 @@ func (e *env) checkOutputs(ctx context.Context, t *testing.T, resourceID string)
 	if n := len(e.jobsOf(ctx, t, c.UID, v1alpha1.JobActionApply)); n != 1 {
 		t.Errorf("T5, J1: %d apply Jobs after the manager set spec.controlPlaneEndpoint, want 1", n)
 	}
+}
+
+// imageDigests reads hack/build-e2e-images.sh's report: a line
+// "<name> sha256:<hex> imported|cached" per image.
+func imageDigests(report string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(report, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && strings.HasPrefix(f[1], "sha256:") {
+			out[f[0]] = f[1]
+		}
+	}
+	return out
+}
+
+// checkPinned checks O6 on the node: the apply of image recorded the
+// digest its pod ran (the kubelet's imageID), which is the image's
+// manifest digest.
+func (e *env) checkPinned(ctx context.Context, t *testing.T, name, image string) {
+	t.Helper()
+	want := e.digests[image]
+	if want == "" {
+		t.Fatalf("no digest of %s in the images' report %v", image, e.digests)
+	}
+	e.waitFor(ctx, t, time.Minute, "O6: status.source of "+name, func() (bool, string) {
+		c, err := e.captf.InfrastructureV1alpha1().TerraformClusters(tenant).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		src := c.Status.Source
+		return src != nil && src.Image == image && src.ImageDigest == want, fmt.Sprintf("status.source %+v, want %s at %s", src, image, want)
+	})
 }

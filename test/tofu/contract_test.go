@@ -209,3 +209,39 @@ func testContractInputs(t *testing.T, binary string) {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// TestSecretVariableKeptOutOfTheLogO9 proves O9 with OpenTofu on a real
+// kube-apiserver: a variable a Secret gave, which the module does not
+// declare sensitive, is in the plan OpenTofu prints; the runner's output
+// (the pod's log) shows "(sensitive)" in its place, and a value no Secret
+// gave as it is, while the module still gets the value.
+func TestSecretVariableKeptOutOfTheLogO9(t *testing.T) {
+	if tofuBinary == "" {
+		t.Skip("bin/tofu is missing: build it with `make tofu`")
+	}
+	const password = "o9-db-pass-7f3a91"
+	e := framework.Get(t)
+	ctx := framework.Context(t)
+	ns := e.CreateNamespace(t, "o9", nil)
+	grantT1(t, e, ns, controlplane.Alice)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, e.CP.WriteKubeconfig(kubeconfig, controlplane.Alice))
+
+	in := contract.Inputs{"db_password": json.RawMessage(`"` + password + `"`), "region": json.RawMessage(`"o9-region-east"`)}
+	in.MarkSensitive([]string{"db_password"})
+	inputsFile := filepath.Join(t.TempDir(), "inputs.json")
+	require.NoError(t, os.WriteFile(inputsFile, in.JSON(), 0o600))
+	env := append(tofuEnv(t, t.TempDir(), ""), "CHECKPOINT_DISABLE=1")
+
+	code, out := runnerRunWith(t, tofuBinary, filepath.Join(root, "test", "tofu", "testdata", "secret-variable"), env,
+		"apply", "--inputs="+inputsFile, "--state-namespace="+ns, "--state-suffix=o9", "--state-kubeconfig="+kubeconfig)
+	require.Equal(t, 0, code, out)
+	assert.NotContains(t, out, password, "X1: the Secret's value in the pod's log")
+	assert.Contains(t, oneLine(out), `password = "(sensitive)"`, "the plan line, redacted")
+	assert.Contains(t, out, `"o9-region-east"`, "a value no Secret gave is shown")
+	assert.NotContains(t, out, "captf_sensitive_inputs", "the mark is no variable of the module's")
+
+	secret, err := e.Kube.CoreV1().Secrets(ns).Get(ctx, "tfstate-default-o9", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, string(gunzip(t, secret.Data["tfstate"])), password, "the module got the value")
+}

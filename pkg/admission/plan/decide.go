@@ -55,7 +55,7 @@ func decideCreate(user, manager string, spec *v1alpha1.TerraformPlanSpec) field.
 
 func decideUpdate(user, manager string, oldSpec, newSpec *v1alpha1.TerraformPlanSpec) Decision {
 	var d Decision
-	if newSpec.ApprovedBy != oldSpec.ApprovedBy {
+	if newSpec.ApprovedBy != oldSpec.ApprovedBy && !namesApprover(user, oldSpec, newSpec) {
 		d.Errors = append(d.Errors, forbidApprovedBy())
 	}
 	if otherSpecChanged(oldSpec, newSpec) {
@@ -94,7 +94,16 @@ func otherSpecChanged(oldSpec, newSpec *v1alpha1.TerraformPlanSpec) bool {
 	return !equality.Semantic.DeepEqual(a, b)
 }
 
+// namesApprover reports whether the update approves the plan and its
+// approvedBy is the requesting user's own name: upstream (A1-143, A3-67)
+// lets an approval carry approvedBy when it equals the requester. The
+// stored value is still the one admission writes (the patch sets it from
+// the request's user), so accepting it changes nothing that is stored.
+func namesApprover(user string, oldSpec, newSpec *v1alpha1.TerraformPlanSpec) bool {
+	return user != "" && !oldSpec.Approved && newSpec.Approved && oldSpec.ApprovedBy == "" && newSpec.ApprovedBy == user
+}
+
 func forbidApprovedBy() *field.Error {
 	return field.Forbidden(approvedByPath,
-		"is set by admission to the user who approves the plan and may not be written: set only spec.approved: true (O8)")
+		"is set by admission to the user who approves the plan and may not be written otherwise: set spec.approved: true, with approvedBy unset or your own username (O8)")
 }

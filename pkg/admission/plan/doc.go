@@ -7,7 +7,10 @@
 //   - Create: only the manager (the user the webhook's own client
 //     authenticates as, learnt once with a SelfSubjectReview) creates plans,
 //     unapproved and without approvedBy.
-//   - Update: spec.approvedBy may not be written by anyone; spec fields
+//   - Update: spec.approvedBy may not be written by anyone, except that an
+//     approval may carry the requester's own username (upstream A1-143,
+//     A3-67: "must equal requester"; the patch below writes that same
+//     value, so nothing taken from the request is stored); spec fields
 //     other than spec.approved may be changed only by the manager, and not
 //     on an approved plan.
 //   - Approval (spec.approved false -> true): the requester must be allowed

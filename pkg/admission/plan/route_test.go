@@ -121,16 +121,25 @@ func TestApproveRoute(t *testing.T) {
 	}
 }
 
-// A refusal Decide makes asks no SubjectAccessReview; a plain update is
+// A refusal Decide makes asks no SubjectAccessReview; an approval whose
+// approvedBy is the requester is reviewed and patched; a plain update is
 // allowed without a patch.
 func TestRouteRefusesWithoutReviewAndPatchesOnlyApprovals(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	var seen []*authorizationv1.SubjectAccessReview
 	v := &Validator{SAR: sarClient(true, nil, &seen).AuthorizationV1().SubjectAccessReviews(), Manager: fixedManager}
-	res := v.Route().Validate(ctx, planRequest(t, admissionv1.Update, alice, pending(), approvedBy(alice)))
+	res := v.Route().Validate(ctx, planRequest(t, admissionv1.Update, alice, pending(), approvedBy("bob")))
 	if res.Allowed() || len(res.Errors()) != 1 || len(seen) != 0 {
-		t.Fatalf("writing approvedBy: allowed=%v errors=%v reviews=%d", res.Allowed(), res.Errors(), len(seen))
+		t.Fatalf("writing another's name in approvedBy: allowed=%v errors=%v reviews=%d", res.Allowed(), res.Errors(), len(seen))
 	}
+	// A1-143, A3-67: an approval naming the requester is an approval like
+	// any other: reviewed, and answered with the patch that writes the
+	// requester's name (admission's value, not the request's).
+	res = v.Route().Validate(ctx, planRequest(t, admissionv1.Update, alice, pending(), approvedBy(alice)))
+	if !res.Allowed() || len(seen) != 1 || string(res.Patch()) != `[{"op":"add","path":"/spec/approvedBy","value":"alice"}]` {
+		t.Fatalf("approving in one's own name: allowed=%v errors=%v patch=%s reviews=%d", res.Allowed(), res.Errors(), res.Patch(), len(seen))
+	}
+	seen = nil
 	res = v.Route().Validate(ctx, planRequest(t, admissionv1.Create, managerUser, nil, pending()))
 	if !res.Allowed() || res.Patch() != nil || len(seen) != 0 {
 		t.Fatalf("manager create: allowed=%v patch=%s reviews=%d", res.Allowed(), res.Patch(), len(seen))

@@ -187,8 +187,13 @@ func (c *Controller) addIdentityHandler(informer cache.SharedIndexInformer) erro
 // identityHandler is addIdentityHandler's handler.
 func (c *Controller) identityHandler() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueObject,
+		AddFunc: func(obj interface{}) {
+			c.written.Observe(obj)
+			c.enqueueObject(obj)
+		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
+			// The cache shows the status write: its record can go.
+			c.written.Observe(newObj)
 			o, n := oldObj.(*v1alpha1.TerraformClusterIdentity), newObj.(*v1alpha1.TerraformClusterIdentity)
 			if o.Spec.SecretRef != n.Spec.SecretRef {
 				c.forgetSource(o)

@@ -231,7 +231,12 @@ func (c *Controller) writeStatus(ctx context.Context, identity *v1alpha1.Terrafo
 	if err != nil {
 		return fmt.Errorf("updating status: %w", err)
 	}
-	c.written.Record(key, identity.UID, *stored.Status.DeepCopy())
+	c.written.Record(key, identity.UID, stored.ResourceVersion, *stored.Status.DeepCopy(), func() metav1.Object {
+		if cached, err := c.identities.Get(identity.Name); err == nil {
+			return cached
+		}
+		return nil
+	})
 	return nil
 }
 

@@ -177,3 +177,73 @@ func joinNonEmpty(parts ...string) string {
 	}
 	return strings.Join(kept, "-")
 }
+
+// podPrefixLength is how much of "<Job name>-" begins the names of the
+// Job's pods: the Job controller creates them with that generateName, and
+// the API server cuts a generateName to 58 characters before adding five
+// random ones.
+const podPrefixLength = 58
+
+// PodOfJob reports whether pod is the name of a pod of Job job: the Job's
+// name and "-", cut to 58 characters, then five characters.
+func PodOfJob(pod, job string) bool {
+	prefix := job + "-"
+	if len(prefix) > podPrefixLength {
+		prefix = prefix[:podPrefixLength]
+	}
+	return len(pod) == len(prefix)+5 && strings.HasPrefix(pod, prefix)
+}
+
+// JobOfPod returns the name of the Job of the owner whose pod is named
+// pod, when pod provably is one (SPEC O3): the name of a Job [Name],
+// [AttemptName] or [ReapplyName] would give the owner, whose hash covers
+// the owner's kind, name and UID, so a Job of another object, or of an
+// object deleted and re-created under the same name, is not one. It
+// needs no Job: the Job may be gone (deleted while it ran). The pod's name
+// keeps at most 58 characters of the Job's, so of a long name the end of
+// the hash is not compared; what is left (at least 3 of its 8 characters,
+// and all that precedes it) must still match.
+func JobOfPod(ownerKind, ownerName string, ownerUID types.UID, pod string) (string, bool) {
+	if len(pod) <= 5 {
+		return "", false
+	}
+	// The tokens of the Job's name, from its end: the hash (maybe cut),
+	// an optional a<n> or r<n>, the generation, the action.
+	tokens := strings.Split(strings.TrimSuffix(pod[:len(pod)-5], "-"), "-")
+	if len(tokens) < 3 {
+		return "", false
+	}
+	tokens = tokens[:len(tokens)-1]
+	part := tokens[len(tokens)-1]
+	n := 0
+	if len(part) > 1 && (part[0] == 'a' || part[0] == 'r') {
+		var err error
+		if n, err = strconv.Atoi(part[1:]); err != nil {
+			return "", false
+		}
+		tokens = tokens[:len(tokens)-1]
+	} else {
+		part = ""
+	}
+	if len(tokens) < 2 {
+		return "", false
+	}
+	generation, err := strconv.ParseInt(tokens[len(tokens)-1], 10, 64)
+	if err != nil {
+		return "", false
+	}
+	action := v1alpha1.JobAction(tokens[len(tokens)-2])
+	var job string
+	switch {
+	case part == "":
+		job = Name(ownerKind, ownerName, ownerUID, action, generation)
+	case part[0] == 'a':
+		job = AttemptName(ownerKind, ownerName, ownerUID, action, generation, n)
+	default:
+		job = ReapplyName(ownerKind, ownerName, ownerUID, generation, n)
+	}
+	if !PodOfJob(pod, job) {
+		return "", false
+	}
+	return job, true
+}

@@ -237,3 +237,41 @@ func toSubdomain(s string) string {
 	}
 	return out
 }
+
+// SPEC O3: every Job name the owner's Jobs get is found again from any of
+// its pods' names, however long the owner's name (the pod keeps 58
+// characters of the Job's); another owner's, or another UID's, is not.
+func TestJobOfPodRoundTrip(t *testing.T) {
+	pod := func(job string) string {
+		p := job + "-"
+		if len(p) > podPrefixLength {
+			p = p[:podPrefixLength]
+		}
+		return p + "q1w2e"
+	}
+	for n := 1; n <= 70; n++ {
+		owner := strings.Repeat("ab.c-", 14)[:n]
+		for _, job := range []string{
+			Name("TerraformCluster", owner, "u1", v1alpha1.JobActionApply, 1),
+			Name("TerraformCluster", owner, "u1", v1alpha1.JobActionDrift, 987654321),
+			AttemptName("TerraformCluster", owner, "u1", v1alpha1.JobActionDestroy, 12, 3),
+			AttemptName("TerraformCluster", owner, "u1", v1alpha1.JobActionRestore, 1, 1000000),
+			ReapplyName("TerraformCluster", owner, "u1", 42, 7),
+			Name("TerraformCluster", owner, "u1", v1alpha1.JobActionPlan, 9223372036854775807),
+		} {
+			got, ok := JobOfPod("TerraformCluster", owner, "u1", pod(job))
+			if !ok || got != job {
+				t.Fatalf("owner %q: JobOfPod(%q) = %q, %v; want %q", owner, pod(job), got, ok, job)
+			}
+			if _, ok := JobOfPod("TerraformCluster", owner, "u2", pod(job)); ok {
+				t.Fatalf("owner %q: the pod of Job %q is claimed under another UID", owner, job)
+			}
+			if _, ok := JobOfPod("TerraformMachine", owner, "u1", pod(job)); ok {
+				t.Fatalf("owner %q: the pod of Job %q is claimed by another kind", owner, job)
+			}
+			if _, ok := JobOfPod("TerraformCluster", owner, "u1", job); ok && len(job) < podPrefixLength {
+				t.Fatalf("owner %q: the Job's own name %q is taken for a pod's", owner, job)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	capiv1 "github.com/captf/captf/pkg/apis/capi/v1beta2"
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/credentials"
+	"github.com/captf/captf/pkg/plans"
 )
 
 // Keep is what a cache keeps of one kind's labels and annotations: each
@@ -38,10 +39,16 @@ var (
 		},
 	}
 
-	// Plan is TerraformPlan (SPEC O8): its labels (A1-146, the phase the
-	// manager writes) and the annotations pkg/plans reads.
+	// Plan is TerraformPlan (SPEC O8): the labels the manager writes
+	// (A1-146) and the annotations pkg/plans reads. Approvers may update
+	// plans: any other label of theirs stays out of the cache (B12).
 	Plan = Keep{
-		AllLabels: true,
+		Labels: map[string]string{
+			plans.LabelPhase:       "O8: workload setPlanPhase, written only when the cached phase label differs",
+			plans.LabelReason:      "O8: written at creation (A1-146); kept so the copy says why the plan exists",
+			plans.LabelDestructive: "O8: written at creation (A1-146); kept so the copy says whether the plan deletes",
+			plans.LabelClusterName: "O8: written at creation (A1-146); the plan's Cluster",
+		},
 		Annotations: map[string]string{
 			v1alpha1.AnnotationJobGeneration: "O8: plans.Plan.Generation, the target's generation the plan is for",
 			v1alpha1.AnnotationPlanJob:       "O8: plans.Plan.Job, the plan Job the plan was made from",

@@ -131,6 +131,14 @@ func TestForCacheKeepsOnlyWhatIsRead(t *testing.T) {
 			require.NotNil(t, j.Status.StartTime, "status.lastRun.startTime (SPEC O1)")
 			require.Empty(t, j.Status.CompletedIndexes)
 		}},
+		{"TerraformPlan", func() runtime.Object {
+			// An approver may update plans (O8): its labels stay out (B12).
+			l, a := kept(Plan)
+			return &v1alpha1.TerraformPlan{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: withTenant(l, tenant), Annotations: withTenant(a, tenant), ManagedFields: managed},
+				Status: v1alpha1.TerraformPlanStatus{Phase: v1alpha1.PlanPhasePending}}
+		}(), Plan, func(t *testing.T, o runtime.Object) {
+			require.Equal(t, v1alpha1.PlanPhasePending, o.(*v1alpha1.TerraformPlan).Status.Phase, "the status the manager writes is kept")
+		}},
 		{"mirror Secret", func() runtime.Object {
 			l, a := kept(Mirror)
 			delete(a, credentials.CachedDataHashAnnotation)

@@ -113,6 +113,14 @@ func (c *Controller) applyJob(ctx context.Context, w *workload, creds credential
 	if !c.takeSlot(w, slots.Apply, v1alpha1.JobActionApply, now) {
 		return c.keepFinalizer(ctx, w, set)
 	}
+	// T1, J8: a Job that cannot run (RunnerNotFound) sets no finalizer.
+	if plan.runner, err = c.ensureRunner(ctx, w); err != nil || plan.runner == "" {
+		c.releaseSlot(w, nil, err)
+		if err != nil {
+			return w, err
+		}
+		return c.keepFinalizer(ctx, w, set)
+	}
 	// The finalizer goes first: an object whose apply Job exists must never
 	// be deleted without a destroy; and the block-move mark (K11).
 	if w, err = c.prepareStart(ctx, w); err != nil {

@@ -61,9 +61,9 @@ func TestSyncCreatesApplyJob(t *testing.T) {
 			wantName := jobs.Name(kind, "obj", obj.GetUID(), v1alpha1.JobActionApply, 3)
 			require.Equal(t, []string{
 				"create secrets " + testNS + "/" + mirrorName,
-				"patch " + res + " " + testNS + "/obj",
-				"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1
+				"create serviceaccounts " + testNS + "/" + v1alpha1.RunnerName, // T1, before the finalizer (J8)
 				"create rolebindings " + testNS + "/" + v1alpha1.RunnerName,
+				"patch " + res + " " + testNS + "/obj",
 				"create jobs " + testNS + "/" + wantName,
 				"update " + res + "/status " + testNS + "/obj",
 			}, f.writes(), "the finalizer is stored before the Job is created")

@@ -131,7 +131,9 @@ func TestB12WritesKeepTenantMetadata(t *testing.T) {
 
 			a, ok := f.find("patch", res, "")
 			require.True(t, ok, "the finalizer is removed; actions %v", f.allActions())
-			doc := requireOwnedPatch(t, a, "10")
+			// Planned from the object the pass's status write stored
+			// (seeded at 10; the write stored 11).
+			doc := requireOwnedPatch(t, a, "11")
 			require.JSONEq(t, `["example.com/other"]`, string(doc["metadata"]["finalizers"]), "another controller's finalizer stays")
 			stored := f.storedObj(kind, "obj")
 			require.Equal(t, []string{"example.com/other"}, stored.GetFinalizers())

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -93,4 +94,24 @@ func TestQueuesHeldUntilRun(t *testing.T) {
 	for _, cl := range live {
 		require.Equal(t, at, c.queues[kindCluster].AddedAt(cache.ObjectName{Namespace: testNS, Name: cl.Name}), "one batch, one stamp (P1)")
 	}
+}
+
+// B15: a mirror's change enqueues only the owners the caches hold. While
+// objects churn through a shared mirror faster than the garbage collector
+// removes their references (M5), the mirror names thousands of gone
+// objects: enqueueing them all grew the queues' maps, which never shrink.
+func TestMirrorChangeEnqueuesOnlyCachedOwners(t *testing.T) {
+	f := newFixture(t)
+	live := newCluster("live")
+	f.seed(live)
+	refs := []metav1.OwnerReference{refOf(kindCluster, live)}
+	for i := range 1000 {
+		refs = append(refs, refOf(kindCluster, newCluster(fmt.Sprintf("gone-%d", i))))
+	}
+	f.c.EnqueueOwners(newMirror(identityName, testNS, sourceData(), refs...))
+	q := f.c.queues[kindCluster]
+	require.Equal(t, 1, q.Len())
+	key, _ := q.Get()
+	q.Done(key)
+	require.Equal(t, cache.ObjectName{Namespace: testNS, Name: "live"}, key)
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +24,13 @@ import (
 // is a copy of.
 const annotationBackupSource = "captf.io/state-backup-source"
 
-// backupState copies the state just read after a successful apply to
-// backup Secrets when its serial is new (SPEC O5), prunes the backups of
-// the object's state to the newest --state-backups, and lists the kept
-// ones in status.stateBackups. It runs inside outputsStep's read, once per
-// recorded successful apply, so a steady pass reads and writes nothing;
+// backupState copies the state just read after a finished Job to backup
+// Secrets when its serial is new (SPEC O5), prunes the backups of the
+// object's state to the newest --state-backups, and lists the kept ones
+// in status.stateBackups. It runs inside outputsStep's read, once per
+// recorded successful apply, and backupStep's, once per recorded failed
+// apply, failed destroy or drift check, so a steady pass reads and writes
+// nothing;
 // and when the serial is the newest one backed up (an apply that changed
 // nothing) it makes no request either.
 //
@@ -142,8 +145,9 @@ func (c *Controller) writeBackup(ctx context.Context, w *workload, suffix string
 	b := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: ns,
-			Labels:          statebackup.Labels(suffix, serial, i),
-			Annotations:     map[string]string{annotationBackupSource: tfstate.PartName(suffix, i)},
+			Labels: statebackup.Labels(suffix, serial, i),
+			Annotations: map[string]string{annotationBackupSource: tfstate.PartName(suffix, i),
+				statebackup.AnnotationBytes: strconv.Itoa(len(data))},
 			OwnerReferences: []metav1.OwnerReference{stateOwnerRef(w)},
 		},
 		Type: corev1.SecretTypeOpaque,
@@ -185,7 +189,7 @@ func (c *Controller) listBackups(ctx context.Context, ns, suffix string) ([]stat
 	uids := make(map[string]types.UID, len(metas))
 	for _, m := range metas {
 		serial, part, _ := statebackup.Parse(suffix, m.Name, m.Labels)
-		secrets = append(secrets, statebackup.Secret{Name: m.Name, Serial: serial, Part: part, Created: m.CreationTimestamp.Time})
+		secrets = append(secrets, backupSecret(m, serial, part))
 		uids[m.Name] = m.UID
 	}
 	return statebackup.Group(secrets), uids, nil
@@ -205,6 +209,7 @@ func (c *Controller) backupSecrets(ctx context.Context, ns, suffix string) ([]me
 			Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, OwnerReferences: m.OwnerReferences,
 			CreationTimestamp: m.CreationTimestamp,
 			Labels:            pick(m.Labels, statebackup.LabelBackup, statebackup.LabelSuffix, statebackup.LabelSerial, statebackup.LabelPart, statebackup.LabelRetainedFrom),
+			Annotations:       pick(m.Annotations, statebackup.AnnotationBytes),
 		}})
 		return nil
 	})
@@ -214,7 +219,16 @@ func (c *Controller) backupSecrets(ctx context.Context, ns, suffix string) ([]me
 	return out, nil
 }
 
-// backupStatus is status.stateBackups for the backups kept.
+// backupSecret is what the retention and status.stateBackups need of the
+// backup Secret m, part part of serial.
+func backupSecret(m metav1.PartialObjectMetadata, serial int64, part int) statebackup.Secret {
+	return statebackup.Secret{Name: m.Name, Serial: serial, Part: part, Created: m.CreationTimestamp.Time,
+		Bytes: statebackup.BytesOf(m.Annotations)}
+}
+
+// backupStatus is status.stateBackups for the backups kept; a backup
+// whose size was not recorded (written before captf recorded it) has no
+// bytes.
 func backupStatus(kept []statebackup.Backup) []v1alpha1.StateBackup {
 	if len(kept) == 0 {
 		return nil
@@ -222,6 +236,9 @@ func backupStatus(kept []statebackup.Backup) []v1alpha1.StateBackup {
 	out := make([]v1alpha1.StateBackup, 0, len(kept))
 	for _, b := range kept {
 		s := v1alpha1.StateBackup{Serial: b.Serial, SecretName: b.Name(), TakenAt: metav1.NewTime(b.Created.UTC().Truncate(time.Second))}
+		if b.Bytes > 0 {
+			s.Bytes = b.Bytes
+		}
 		if len(b.Secrets) > 1 {
 			s.Parts = int32(len(b.Secrets))
 		}

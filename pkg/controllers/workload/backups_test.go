@@ -78,6 +78,7 @@ func TestO5BackupOncePerNewSerial(t *testing.T) {
 	st := f.lastStatus()
 	require.Equal(t, []int64{3}, serialsOf(st))
 	require.Equal(t, statebackup.Name(suffix, 3), st.StateBackups[0].SecretName)
+	require.Equal(t, int64(len(data)), st.StateBackups[0].Bytes, "A1-88: bytes is the size of the state as stored")
 	backup, err := f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, statebackup.Name(suffix, 3))
 	require.NoError(t, err)
 	b := backup.(*corev1.Secret)
@@ -110,6 +111,9 @@ func TestO5BackupOncePerNewSerial(t *testing.T) {
 	got := calls.take()
 	require.Contains(t, got, "delete "+testNS+"/"+statebackup.Name(suffix, 3))
 	require.Equal(t, []int64{5, 4}, serialsOf(f.lastStatus()))
+	for _, b := range f.lastStatus().StateBackups {
+		require.Positive(t, b.Bytes, "serial %d: bytes listed again from the backups' annotations", b.Serial)
+	}
 	_, err = f.Kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("secrets"), testNS, statebackup.Name(suffix, 3))
 	require.Error(t, err, "the backup beyond --state-backups is deleted")
 	require.Equal(t, created0+3, backupCount(t, metrics.BackupCreated), "serials 3, 4 and 5 backed up")

@@ -29,8 +29,10 @@ import (
 // read (T4), so a steady pass changes nothing. It returns the object as
 // stored when it had to update it.
 func (c *Controller) contractOutputsStep(ctx context.Context, w *workload) (*workload, error) {
-	values, have := publishedOutputs(w.status)
-	out := contract.MapOutputs(c.outputsContext(w), values)
+	values, tooLarge, have := publishedOutputs(w.status)
+	octx := c.outputsContext(w)
+	octx.TooLarge = tooLarge
+	out := contract.MapOutputs(octx, values)
 	now := c.clock.Now()
 	if have {
 		setContractCondition(w, now, v1alpha1.ConditionOutputsValid, out.Valid)
@@ -67,17 +69,26 @@ func latchProvisioned(w *workload, out contract.Outputs) {
 	}
 }
 
-// publishedOutputs returns status.outputs as a map, and whether the state
-// has been read (T4).
-func publishedOutputs(st *v1alpha1.WorkloadStatus) (map[string]json.RawMessage, bool) {
-	if st.Outputs == nil || len(st.Outputs.Raw) == 0 {
-		return map[string]json.RawMessage{}, false
+// publishedOutputs returns the outputs the contract is mapped from as a
+// map, the contract outputs over their bound, and whether the state has
+// been read (T4): status.contractOutputs when set (K7: read on their own
+// because status.outputs could not hold them), else status.outputs.
+func publishedOutputs(st *v1alpha1.WorkloadStatus) (map[string]json.RawMessage, []string, bool) {
+	raw, tooLarge := st.Outputs, []string(nil)
+	if co := st.ContractOutputs; co != nil {
+		raw, tooLarge = co.Values, co.TooLarge
+		if raw == nil {
+			raw = &runtime.RawExtension{Raw: []byte(`{}`)}
+		}
+	}
+	if raw == nil || len(raw.Raw) == 0 {
+		return map[string]json.RawMessage{}, nil, false
 	}
 	var values map[string]json.RawMessage
-	if err := json.Unmarshal(st.Outputs.Raw, &values); err != nil || values == nil {
-		return map[string]json.RawMessage{}, true // not an object: every output missing
+	if err := json.Unmarshal(raw.Raw, &values); err != nil || values == nil {
+		return map[string]json.RawMessage{}, tooLarge, true // not an object: every output missing
 	}
-	return values, true
+	return values, tooLarge, true
 }
 
 // outputsContext is what mapping w's outputs needs beyond them.

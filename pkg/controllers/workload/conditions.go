@@ -95,6 +95,20 @@ func (w *workload) eventOn(obj runtime.Object, eventType, reason, format string,
 	w.events = append(w.events, pendingEvent{obj: obj, eventType: eventType, reason: reason, descr: fmt.Sprintf(format, args...)})
 }
 
+// eventOnceWritten queues an event on obj for after the pass's status
+// write has succeeded (w.recorded).
+func (w *workload) eventOnceWritten(obj runtime.Object, eventType, reason, format string, args ...any) {
+	w.recorded = append(w.recorded, pendingEvent{obj: obj, eventType: eventType, reason: reason, descr: fmt.Sprintf(format, args...)})
+}
+
+// emitRecorded records the events of what a written status records
+// (w.recorded, once the write succeeded).
+func (c *Controller) emitRecorded(events []pendingEvent) {
+	for _, e := range events {
+		c.recorder.Event(e.obj, e.eventType, e.reason, e.descr)
+	}
+}
+
 func (w *workload) normal(reason, format string, args ...any) {
 	w.event(corev1.EventTypeNormal, reason, format, args...)
 }

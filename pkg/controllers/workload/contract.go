@@ -117,7 +117,7 @@ func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
 	// A provisioned machine pins its inputs (K5, O9): nothing is rendered
 	// or read for it.
 	if cs.deps.Ready && !(w.kind.name == v1alpha1.KindTerraformMachine && provisioned(w.status)) {
-		vars, problem, err := c.readVariables(ctx, w)
+		vars, sensitive, problem, err := c.readVariables(ctx, w)
 		if err != nil {
 			return err
 		}
@@ -134,6 +134,7 @@ func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
 			for k, v := range vars { // O9: no name is a contract input's (jobs.NameProblem)
 				cs.inputs[k] = v
 			}
+			cs.inputs.MarkSensitive(sensitive)
 		}
 	}
 	status := metav1.ConditionFalse
@@ -141,8 +142,21 @@ func (c *Controller) dependencyStep(ctx context.Context, w *workload) error {
 		status = metav1.ConditionTrue
 	}
 	setCondition(w, now, v1alpha1.ConditionDependenciesReady, status, cs.deps.Reason, "%s", cs.deps.Message)
+	if cs.deps.Reason == v1alpha1.ReasonWaitingForBootstrapData && !paused(w) {
+		// K5: no event may tell that the data arrived (a bootstrap Secret
+		// without the cluster-name label is not watched), so look again
+		// soon, not only at the next resync.
+		c.queues[w.kind.name].Wake(w.key(), bootstrapRequeue)
+	}
 	return nil
 }
+
+// bootstrapRequeue is how soon an object waiting for its bootstrap data
+// (K5: no dataSecretName yet, its Secret missing or unusable) is looked at
+// again. Machines wait for it for seconds (a bootstrap provider writes
+// the Secret, then the Machine's dataSecretName), and the watch of
+// bootstrap Secrets sees only those labelled with a cluster name.
+const bootstrapRequeue = 10 * time.Second
 
 // exportsOf returns a cluster's status.exports (K6: captf_cluster_outputs).
 func (c *Controller) exportsOf(tc *v1alpha1.TerraformCluster) []byte {

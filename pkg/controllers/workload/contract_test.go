@@ -197,7 +197,7 @@ func TestK4K5MachineWaitsThenRunsWithInputs(t *testing.T) {
 	f.replaceCAPI(capiMachine("m1", "tm1", ptr.To("m1-bootstrap")))
 	require.NoError(t, f.sync(kindMachine, "tm1"))
 	c = requireCondition(t, f.lastStatus(), v1alpha1.ConditionDependenciesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForBootstrapData)
-	require.Contains(t, c.Message, "Secret m1-bootstrap not found")
+	require.Contains(t, c.Message, "Secret m1-bootstrap, named by the Machine's spec.bootstrap.dataSecretName, does not exist yet")
 	require.Empty(t, f.createdJobs())
 
 	f.seedHidden(bootstrapSecret("m1-bootstrap", bootstrapValue))

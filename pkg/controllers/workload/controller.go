@@ -111,6 +111,9 @@ type Controller struct {
 	conflicts *conflicts.Tracker
 	// echoes suppresses the events of the manager's own mirror and Job writes.
 	echoes *echoes
+	// runSecretsGone: finished, unrecorded Jobs whose run Secret is
+	// deleted (K5, inputs.go).
+	runSecretsGone runSecretsGone
 	// capi reads Cluster API's caches (never nil); capiServed says
 	// whether the API server serves Cluster API.
 	capi       *capi.Informers

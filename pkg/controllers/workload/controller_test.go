@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -78,6 +79,16 @@ func TestEnqueueHelpers(t *testing.T) {
 		f := newFixture(t)
 		seedAll(f)
 		f.c.enqueueNamespace(otherNS)
+		require.Equal(t, map[string][]string{v1alpha1.KindTerraformCluster: {otherNS + "/elsewhere"}}, sortedQueued(f))
+	})
+	t.Run("N5 a namespace that arrives after the initial list, not one in it", func(t *testing.T) {
+		f := newFixture(t)
+		seedAll(f)
+		h := f.c.namespaceHandler()
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherNS}}
+		h.AddFunc(ns, true)
+		require.Empty(t, sortedQueued(f), "the initial list adds every object anyway")
+		h.AddFunc(ns, false)
 		require.Equal(t, map[string][]string{v1alpha1.KindTerraformCluster: {otherNS + "/elsewhere"}}, sortedQueued(f))
 	})
 }

@@ -23,9 +23,12 @@ import (
 // created. It returns nil without error when the namespace is terminating
 // or no ServiceAccount may run the Job (T1: RunnerNotFound).
 func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1.JobAction, creds credentialResult, plan runPlan) (*batchv1.Job, error) {
-	runner, err := c.ensureRunner(ctx, w)
-	if err != nil || runner == "" {
-		return nil, err
+	runner := plan.runner
+	if runner == "" {
+		var err error
+		if runner, err = c.ensureRunner(ctx, w); err != nil || runner == "" {
+			return nil, err
+		}
 	}
 	// K5, K6: the inputs of the run; an apply saves them first, so a
 	// destroy, a restart or a provisioned machine runs with them again.
@@ -60,7 +63,7 @@ func (c *Controller) createJob(ctx context.Context, w *workload, action v1alpha1
 		// An earlier pass created it; finish its start if that pass could
 		// not (the Job cache did not show it yet).
 		created = job
-		if existing, gerr := c.kube.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{}); gerr == nil && suspendedRun(existing) {
+		if existing, gerr := c.uncached.Kube.BatchV1().Jobs(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{}); gerr == nil && suspendedRun(existing) {
 			if err := c.startRun(ctx, existing, in); err != nil {
 				return nil, err
 			}

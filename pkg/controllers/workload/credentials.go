@@ -62,6 +62,12 @@ func (c *Controller) credentialStep(ctx context.Context, w *workload) (credentia
 	if err != nil {
 		setCondition(w, c.clock.Now(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1alpha1.ReasonIdentityCheckFailed,
 			"reading Secret %s/%s of TerraformClusterIdentity %s: %v", ref.Namespace, ref.Name, id, err)
+		// B8: a mirror nobody could compare with its source is not
+		// reported current.
+		if isTrue(w, v1alpha1.ConditionCredentialsMirrored) {
+			setCondition(w, c.clock.Now(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending,
+				"Secret %s/%s could not be read: whether mirror Secret %s is current is not known", ref.Namespace, ref.Name, credentials.MirrorName(id))
+		}
 		return res, fmt.Errorf("reading source Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	// Section 14: a refused source (C2) or withdrawn consent (C1) revokes

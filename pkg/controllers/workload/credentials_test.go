@@ -318,10 +318,14 @@ func TestSyncRecreatesDeletedMirror(t *testing.T) {
 // queue keys: workload owners of our API group only.
 func TestEnqueueOwners(t *testing.T) {
 	f := newFixture(t)
+	c1, m1, p1 := newCluster("c1"), newMachine("m1"), newPool("p1")
+	f.seed(c1, m1, p1)
 	m := newMirror(identityName, testNS, sourceData(),
-		refOf(v1alpha1.KindTerraformCluster, newCluster("c1")),
-		refOf(v1alpha1.KindTerraformMachine, newMachine("m1")),
-		refOf(v1alpha1.KindTerraformMachinePool, newPool("p1")),
+		refOf(v1alpha1.KindTerraformCluster, c1),
+		refOf(v1alpha1.KindTerraformMachine, m1),
+		refOf(v1alpha1.KindTerraformMachinePool, p1),
+		// Gone (B15): the garbage collector has not removed it yet.
+		refOf(v1alpha1.KindTerraformCluster, newCluster("gone")),
 		metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d1", UID: "uid-d1"},
 		metav1.OwnerReference{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: v1alpha1.KindTerraformCluster, Name: "foreign", UID: "uid-f"},
 	)
@@ -346,14 +350,18 @@ func TestEnqueueOwners(t *testing.T) {
 func TestEnqueueOwnersStamped(t *testing.T) {
 	f := newFixture(t)
 	other := "ns-other"
+	inOther := func(c *v1alpha1.TerraformCluster) { c.Namespace = other }
+	c1, m1, c2, c3 := newCluster("c1"), newMachine("m1"), newCluster("c2", inOther), newCluster("c3", inOther)
+	f.seed(c1, m1, c2, c3)
 	a := newMirror(identityName, testNS, sourceData(),
-		refOf(v1alpha1.KindTerraformCluster, newCluster("c1")),
-		refOf(v1alpha1.KindTerraformMachine, newMachine("m1")),
+		refOf(v1alpha1.KindTerraformCluster, c1),
+		refOf(v1alpha1.KindTerraformMachine, m1),
 		metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "d1", UID: "uid-d1"},
+		refOf(v1alpha1.KindTerraformMachine, newMachine("gone")), // B15
 	)
 	b := newMirror(identityName, other, sourceData(),
-		refOf(v1alpha1.KindTerraformCluster, newCluster("c2")),
-		refOf(v1alpha1.KindTerraformCluster, newCluster("c3")),
+		refOf(v1alpha1.KindTerraformCluster, c2),
+		refOf(v1alpha1.KindTerraformCluster, c3),
 	)
 	clusters := f.c.queues[v1alpha1.KindTerraformCluster]
 	at := freshness.Now()
@@ -622,6 +630,25 @@ func TestSyncRevokesDisallowedNamespace(t *testing.T) {
 	require.Empty(t, f.readsOf("secrets"), "no source read for a namespace that is not allowed")
 }
 
+// V1, section 10: when the identity controller removed the mirror first
+// (V5), the object that held it still reports MirrorRemoved, once.
+func TestSyncRevocationReportedWhenTheMirrorIsAlreadyGone(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", func(c *v1alpha1.TerraformCluster) {
+		c.Status.Conditions = []metav1.Condition{{Type: string(v1alpha1.ConditionCredentialsMirrored), Status: metav1.ConditionTrue,
+			Reason: string(v1alpha1.ReasonMirrored), LastTransitionTime: metav1.NewTime(controllertest.Epoch)}}
+	})
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(otherNS)), c1)
+
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	require.ElementsMatch(t, []string{"Normal " + v1alpha1.EventMirrorRemoved, "Warning " + v1alpha1.EventIdentityNotAllowed}, eventReasons(f.PopEvents()))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
+
+	f.catchUp()
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	require.Empty(t, eventReasons(f.PopEvents()), "one event per change, not per pass")
+}
+
 // V1: an object with an apply Job already: revocation leaves its Job and
 // its finalizer alone (existing infrastructure stays) and starts no Job
 // for a new generation.
@@ -879,10 +906,13 @@ func TestSyncStatusJudgedAgainstLastWriteNotOnlyCache(t *testing.T) {
 	})
 	require.Error(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionUnknown, v1alpha1.ReasonIdentityCheckFailed)
+	// B8: the mirror was not compared with its source: not reported current.
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionUnknown, v1alpha1.ReasonMirrorPending)
 
 	// No catchUp: the cache still shows the converged status.
 	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionIdentityAllowed, metav1.ConditionTrue, v1alpha1.ReasonIdentityAllowed)
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionTrue, v1alpha1.ReasonMirrored)
 }
 
 // Section 13, P3: a change that reaches every user of a shared mirror costs

@@ -59,11 +59,11 @@ func (c *Controller) syncDeleting(ctx context.Context, w *workload) (release boo
 		// K11: clusterctl move deletes the source copy of what it moved; the
 		// infrastructure now belongs to the target's copy. The state is
 		// kept (clusterctl deletes the copy it moved itself).
-		w.normal(v1alpha1.EventMovedAway, "Deleted by clusterctl move (annotation %s, paused): no destroy Job; the infrastructure and its state belong to the moved copy",
+		w.normal(v1alpha1.EventMovedAway, "Deleted by clusterctl move (annotation %s): no destroy Job; the infrastructure and its state belong to the moved copy",
 			v1alpha1.AnnotationDeleteForMove)
 		return true, c.disownState(ctx, w)
 	}
-	if v1alpha1.StatePolicyOf(w.robj).DeletionPolicy == v1alpha1.DeletionPolicyRetain {
+	if !v1alpha1.StatePolicyOf(w.robj).DeletionPolicy.Destroys() {
 		// O5: no destroy; the state and its backups stay (retain.go).
 		return c.retainDeletion(ctx, w)
 	}

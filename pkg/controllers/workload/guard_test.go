@@ -109,7 +109,7 @@ func TestSyncDestructivePlanO8(t *testing.T) {
 	cond := requireCondition(t, st, v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonDestructivePlanBlocked)
 	require.NotNil(t, st.PendingPlanRef)
 	require.Contains(t, cond.Message, st.PendingPlanRef.Name)
-	require.Equal(t, v1alpha1.RunErrorDestructive, st.LastRun.Error.Kind)
+	require.Equal(t, v1alpha1.RunErrorBlocked, st.LastRun.Error.Kind, "upstream A1-80's kind")
 	require.Contains(t, eventReasons(f.PopEvents()), "Warning "+string(v1alpha1.ReasonDestructivePlanBlocked))
 
 	o, err := f.Captf.Tracker().Get(plansGVR, testNS, st.PendingPlanRef.Name)
@@ -141,4 +141,21 @@ func TestSyncDestructivePlanO8(t *testing.T) {
 	require.Contains(t, runnerArgs(created[0]), "--expect-plan="+hash)
 	require.NotContains(t, runnerArgs(created[0]), "--guard-deletes", "O8: an approved plan is applied as approved")
 	require.Equal(t, plan.Name, jobs.PlanOf(created[0]))
+}
+
+// O8, A1-80: the destructive guard's stop is recorded as kind blocked
+// (upstream's name); a status an earlier captf stored with kind
+// destructive is still read as that stop, so an upgrade neither counts it
+// as a failure nor loses the pending Destructive plan.
+func TestDestructiveRunBlockedAndLegacyO8(t *testing.T) {
+	rec := &v1alpha1.RunRecord{JobName: "c1-apply-2", Outcome: v1alpha1.RunFailed}
+	for kind, want := range map[v1alpha1.RunErrorKind]bool{
+		v1alpha1.RunErrorBlocked:     true,
+		v1alpha1.RunErrorDestructive: true,
+		v1alpha1.RunErrorPlanChanged: false,
+		v1alpha1.RunErrorStep:        false,
+	} {
+		l := &v1alpha1.LastRun{Job: rec.JobName, Error: &v1alpha1.RunError{Kind: kind}}
+		require.Equal(t, want, destructiveRun(l, rec), "kind %s", kind)
+	}
 }

@@ -29,7 +29,7 @@ func (c *Controller) Enqueue(kind string, key cache.ObjectName) {
 // owners (M8), each stamped as it is added: the mirror and Job event
 // handlers use it for a change, whose reconcile reads afresh (SPEC P1).
 func (c *Controller) EnqueueOwners(obj metav1.Object) {
-	eachOwner(obj, c.Enqueue)
+	c.eachCachedOwner(obj, c.Enqueue)
 }
 
 // EnqueueOwnersStamped enqueues the owners of objs as one batch stamped at
@@ -39,7 +39,7 @@ func (c *Controller) EnqueueOwners(obj metav1.Object) {
 func (c *Controller) EnqueueOwnersStamped(at freshness.Stamp, objs ...metav1.Object) {
 	batches := map[string][]cache.ObjectName{}
 	for _, obj := range objs {
-		eachOwner(obj, func(kind string, key cache.ObjectName) {
+		c.eachCachedOwner(obj, func(kind string, key cache.ObjectName) {
 			batches[kind] = append(batches[kind], key)
 		})
 	}
@@ -50,14 +50,29 @@ func (c *Controller) EnqueueOwnersStamped(at freshness.Stamp, objs ...metav1.Obj
 	}
 }
 
-// eachOwner calls fn with the kind and key of each owner of obj in our API
-// group (M8).
-func eachOwner(obj metav1.Object, fn func(kind string, key cache.ObjectName)) {
+// eachCachedOwner calls fn with the kind and key of each owner of obj in
+// our API group (M8) that the kind's cache holds by name. An owner the
+// cache does not hold is gone, or not seen yet (its own add enqueues it):
+// a reference the garbage collector has not removed yet (M5 leaves them
+// to it) must not enqueue it. While objects churn through a shared mirror
+// faster than the collector removes their references, every change of the
+// mirror enqueued thousands of gone objects, and the queues' maps (ours
+// and client-go's, which never shrink) kept that peak (SPEC B15). The name
+// is enough: an object of the same name with a new UID must reconcile to
+// replace the old reference (M5).
+func (c *Controller) eachCachedOwner(obj metav1.Object, fn func(kind string, key cache.ObjectName)) {
 	for _, ref := range obj.GetOwnerReferences() {
 		if gv := ref.APIVersion; gv != v1alpha1.SchemeGroupVersion.String() {
 			continue
 		}
-		fn(ref.Kind, cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name})
+		k, ok := c.kinds[ref.Kind]
+		if !ok {
+			continue
+		}
+		key := cache.ObjectName{Namespace: obj.GetNamespace(), Name: ref.Name}
+		if _, cached, err := k.informer.GetIndexer().GetByKey(key.String()); err == nil && cached {
+			fn(ref.Kind, key)
+		}
 	}
 }
 
@@ -150,25 +165,55 @@ func (c *Controller) handle(informer cache.SharedIndexInformer, h cache.Resource
 	return loop.Handle(&c.synced, informer, h)
 }
 
+// namespaceHandler enqueues a namespace's objects when its labels or phase
+// change (N5), and when it arrives after the informer's initial list: an
+// object reconciled before the cache held its new namespace found no
+// labels to match a selector (the initial list adds every object anyway).
+func (c *Controller) namespaceHandler() cache.ResourceEventHandlerDetailedFuncs {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj interface{}, isInInitialList bool) {
+			if n, ok := obj.(*corev1.Namespace); ok && !isInInitialList {
+				c.enqueueNamespace(n.Name)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
+			if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Phase != n.Status.Phase {
+				c.enqueueNamespace(n.Name)
+			}
+		},
+	}
+}
+
 // addHandlers registers the event handlers: each only maps an event to
 // keys and enqueues them.
 func (c *Controller) addHandlers(ctx context.Context, inf Informers) error {
 	for _, k := range c.kinds {
-		if err := c.handle(k.informer, cache.ResourceEventHandlerFuncs{
-			AddFunc: c.enqueueObject,
-			UpdateFunc: func(oldObj, newObj interface{}) {
-				if workloadChanged(oldObj, newObj) {
-					c.enqueueObject(newObj)
-				}
-			},
-			// A deletion enqueues the key: its reconcile finds the object
-			// gone and forgets everything kept about it (sync, B15).
-			DeleteFunc: c.enqueueObject,
-		}); err != nil {
+		if err := c.handle(k.informer, c.workloadHandler()); err != nil {
 			return err
 		}
 	}
 	return c.addDependentHandlers(ctx, inf)
+}
+
+// workloadHandler is the handler of each workload kind's informer.
+func (c *Controller) workloadHandler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			c.written.Observe(obj)
+			c.enqueueObject(obj)
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			// The cache shows a status write: its record can go (issue 25).
+			c.written.Observe(newObj)
+			if workloadChanged(oldObj, newObj) {
+				c.enqueueObject(newObj)
+			}
+		},
+		// A deletion enqueues the key: its reconcile finds the object
+		// gone and forgets everything kept about it (sync, B15).
+		DeleteFunc: c.enqueueObject,
+	}
 }
 
 // addDependentHandlers maps events of the other kinds to the workload
@@ -210,14 +255,7 @@ func (c *Controller) addDependentHandlers(ctx context.Context, inf Informers) er
 	}); err != nil {
 		return err
 	}
-	if err := c.handle(inf.Namespaces.Informer(), cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, n := oldObj.(*corev1.Namespace), newObj.(*corev1.Namespace)
-			if !equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.Status.Phase != n.Status.Phase {
-				c.enqueueNamespace(n.Name)
-			}
-		},
-	}); err != nil {
+	if err := c.handle(inf.Namespaces.Informer(), c.namespaceHandler()); err != nil {
 		return err
 	}
 	if err := c.addContractHandlers(inf); err != nil {

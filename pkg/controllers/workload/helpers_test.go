@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -246,6 +247,33 @@ type fixture struct {
 	// Secrets, the resumption of a suspended Job); tests of other rules
 	// leave it out of f.actions, the tests in inputs_test.go show it.
 	showRuns bool
+	// unbudgeted are the GETs made through the controller's write client
+	// instead of Uncached.Kube (B11): none may be.
+	unbudgeted []string
+}
+
+// noteRead notes a GET through the controller's write client (B11).
+func (f *fixture) noteRead(a k8stesting.Action) {
+	if a.GetVerb() != "get" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unbudgeted = append(f.unbudgeted, a.GetResource().Resource+" "+a.GetNamespace()+"/"+a.(k8stesting.GetAction).GetName())
+}
+
+// throughKube is a clientset that hands every call to kube's reaction
+// chain (its recorder, the tests' reactors, its tracker), after seen: the
+// controller's write client, told apart from Uncached.Kube (which is kube
+// itself) by seen alone.
+func throughKube(kube *kubefake.Clientset, seen func(k8stesting.Action)) *kubefake.Clientset {
+	c := &kubefake.Clientset{}
+	c.AddReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		seen(a)
+		obj, err := kube.Invokes(a, nil)
+		return true, obj, err
+	})
+	return c
 }
 
 // runPlumbing reports whether a is a write or read of the run plumbing
@@ -302,9 +330,14 @@ func buildFixture(t *testing.T, open bool, mods ...func(*Options)) *fixture {
 	// The informers are never started: tests seed their indexers.
 	f.meta = metadataOf(f.Kube)
 	uncached := Uncached{Kube: f.Kube, Metadata: f.meta}
-	c, err := newController(f.Ctx, f.Kube, f.Captf, uncached, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
+	c, err := newController(f.Ctx, throughKube(f.Kube, f.noteRead), f.Captf, uncached, f.inf, source.NewReader(f.Kube), f.Tracker, f.Recorder, f.Clock, opts)
 	require.NoError(t, err)
 	f.c = c
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		require.Empty(t, f.unbudgeted, "B11: every uncached read goes through Uncached.Kube, whose responses have a size budget")
+	})
 	for _, q := range c.queues {
 		if open {
 			q.Open() // as Run does (tests add keys without it)
@@ -447,6 +480,7 @@ func (f *fixture) catchUp() {
 	f.t.Helper()
 	f.CatchUp(f.t)
 	f.deliverMirrorEvents()
+	f.deliverWorkloadEvents()
 	f.resetActions()
 }
 
@@ -472,6 +506,18 @@ func (f *fixture) deliverMirrorEvents() {
 			continue
 		}
 		e.isEcho(k, s.ResourceVersion)
+	}
+}
+
+// deliverWorkloadEvents is what the workload kinds' informer handlers
+// would do with the events catchUp stands for: each status write the cache
+// now shows ends its record (issue 25).
+func (f *fixture) deliverWorkloadEvents() {
+	h := f.c.workloadHandler()
+	for _, k := range f.c.kinds {
+		for _, o := range k.informer.GetStore().List() {
+			h.OnUpdate(o, o) // nothing but the status changed: no enqueue
+		}
 	}
 }
 

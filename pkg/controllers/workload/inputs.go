@@ -3,6 +3,9 @@ package workload
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,8 +22,8 @@ import (
 )
 
 // SPEC K5, K6: a run's inputs reach its pod through a Secret of the run
-// (captf-run-<Job>), owned by the Job, deleted once its outcome is
-// recorded; the Job is created suspended and resumed once that Secret
+// (captf-run-<Job>), owned by the Job, deleted once the manager sees the
+// Job finished, whatever its class (deleteRunSecrets); the Job is created suspended and resumed once that Secret
 // exists. The object's inputs Secret (captf-inputs-<suffix>) keeps the
 // inputs of its last apply: a destroy runs with them (the bootstrap data
 // Secret may be gone by then), and a provisioned machine runs with them
@@ -185,19 +188,77 @@ func (c *Controller) resumeRun(ctx context.Context, w *workload, j *batchv1.Job)
 	return c.startRun(ctx, j, in)
 }
 
-// deleteRunSecrets deletes the run Secrets of the Jobs this pass recorded
-// (K5: deleted when the run finishes). Missing ones are fine; one that
-// cannot be deleted goes with its Job (owner reference).
+// deleteRunSecrets deletes the run Secret of every finished Job of w in
+// the Job cache whose deletion is not known to be done (K5: deleted when
+// the run finishes), whatever the Job's class: apply, destroy, drift,
+// plan, restore. Known done: a Job its class's record in before names, or
+// one older than that record (the pass that recorded it deleted its
+// Secret, so a restart costs no request), or one this process deleted for
+// and that no record covers yet (runSecretsGone). Missing Secrets are
+// fine; one that cannot be deleted goes with its Job (owner reference).
 func (c *Controller) deleteRunSecrets(ctx context.Context, w *workload, before *v1alpha1.WorkloadStatus) {
-	for _, pair := range [][2]*v1alpha1.RunRecord{{before.LastApply, w.status.LastApply}, {before.LastDestroy, w.status.LastDestroy}} {
-		was, now := pair[0], pair[1]
-		if now == nil || (was != nil && was.JobName == now.JobName) {
+	set, err := c.jobsOf(w)
+	if err != nil {
+		return
+	}
+	key := cache.ObjectName{Namespace: w.obj.GetNamespace(), Name: w.obj.GetName()}
+	gone := c.runSecretsGone.get(key)
+	var keep []string
+	for _, j := range set.all {
+		if !jobs.Finished(j) || j.DeletionTimestamp != nil || recordCovers(before, j, c.clock.Now()) {
 			continue
 		}
-		name := jobs.RunSecretName(now.JobName)
-		err := c.kube.CoreV1().Secrets(w.obj.GetNamespace()).Delete(ctx, name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			klog.FromContext(ctx).Info("Could not delete a finished run's Secret; it goes with its Job", "secret", klog.KRef(w.obj.GetNamespace(), name), "err", err)
+		if !slices.Contains(gone, j.Name) {
+			name := jobs.RunSecretName(j.Name)
+			err := c.kube.CoreV1().Secrets(j.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				klog.FromContext(ctx).Info("Could not delete a finished run's Secret; it goes with its Job", "secret", klog.KRef(j.Namespace, name), "err", err)
+				continue
+			}
+		}
+		if !recordCovers(w.status, j, c.clock.Now()) {
+			keep = append(keep, j.Name)
 		}
 	}
+	c.runSecretsGone.set(key, keep)
+}
+
+// recordCovers reports whether st's record of j's action names j or a
+// newer run.
+func recordCovers(st *v1alpha1.WorkloadStatus, j *batchv1.Job, now time.Time) bool {
+	slot := *statusRecord(st, jobs.ActionOf(j))
+	if slot == nil {
+		return false
+	}
+	r := recordOf(j, now)
+	return slot.JobName == j.Name || (r != nil && !newerRecord(r, slot))
+}
+
+// runSecretsGone holds, per object, the finished Jobs whose run Secret
+// this process deleted and that no record covered yet: a Job finished but
+// not recorded (a step that records its class did not run), so that the
+// next pass does not delete again. Entries go when a record covers them,
+// the Job leaves the cache, or the object is gone (forget).
+type runSecretsGone struct {
+	mu sync.Mutex
+	m  map[cache.ObjectName][]string
+}
+
+func (g *runSecretsGone) get(key cache.ObjectName) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.m[key]
+}
+
+func (g *runSecretsGone) set(key cache.ObjectName, names []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(names) == 0 {
+		delete(g.m, key)
+		return
+	}
+	if g.m == nil {
+		g.m = map[cache.ObjectName][]string{}
+	}
+	g.m[key] = names
 }

@@ -29,6 +29,11 @@ type workload struct {
 	jobs   v1alpha1.JobsSpec
 	status *v1alpha1.WorkloadStatus
 	events []pendingEvent
+	// recorded are the events of what the pass records in status (a
+	// finished run, O1, O2): emitted only once that status is written, so
+	// a pass whose write fails (a Conflict) and is done again reports the
+	// run once, not per pass (section 10).
+	recorded []pendingEvent
 	// since is when the object's key was last added to its queue: the
 	// source read it uses must have begun later (P1).
 	since freshness.Stamp

@@ -94,20 +94,30 @@ func pin(w *workload, image, digest string) {
 
 // reportRun queues the events of a newly recorded run: RunFinished on the
 // object and on its Job while it exists, PlanSummary when Terraform
-// planned changes (O1, A3-73). The words are runclass's, from the
-// redacted record alone (X1).
+// planned changes (O1, A3-73), JobInterrupted on the object when the run
+// was interrupted (O2, A7-13: the condition that says so is replaced as
+// soon as the retry starts, in the same pass, so the event is what keeps
+// it). lastRunStep calls it once per recorded Job, so each is reported
+// once, not on every pass. The words are runclass's, from the redacted
+// record alone (X1).
 func (c *Controller) reportRun(ctx context.Context, w *workload, j *batchv1.Job, l *v1alpha1.LastRun, doc runclass.Document) {
 	typ := corev1.EventTypeWarning
 	if l.Outcome == v1alpha1.RunSucceeded {
 		typ = corev1.EventTypeNormal
 	}
 	msg := runclass.Summary(l)
-	w.event(typ, v1alpha1.EventRunFinished, "%s", msg)
+	// Once the status recording the run is written: a pass done again
+	// after a failed write reports it once (section 10).
+	w.eventOnceWritten(w.robj, typ, v1alpha1.EventRunFinished, "%s", msg)
 	if j != nil {
-		w.eventOn(j, typ, v1alpha1.EventRunFinished, "%s", msg)
+		w.eventOnceWritten(j, typ, v1alpha1.EventRunFinished, "%s", msg)
 	}
 	if p := runclass.Plan(l.Changes); p != "" {
-		w.normal(v1alpha1.EventPlanSummary, "%s Job %s planned %s", l.Operation, l.Job, p)
+		w.eventOnceWritten(w.robj, corev1.EventTypeNormal, v1alpha1.EventPlanSummary, "%s Job %s planned %s", l.Operation, l.Job, p)
+	}
+	if l.Error != nil && l.Error.Kind == v1alpha1.RunErrorInterrupted {
+		w.eventOnceWritten(w.robj, corev1.EventTypeWarning, v1alpha1.EventJobInterrupted, "%s Job %s (generation %d, attempt %d) was %s; an interruption is retried at once and not counted as a failure (up to %d in a row)",
+			l.Operation, l.Job, l.Generation, l.Attempt, runclass.Headline(l), maxFreeInterruptions)
 	}
 	klog.FromContext(ctx).Info("Recorded a finished run", "job", l.Job, "operation", l.Operation,
 		"outcome", l.Outcome, "steps", len(l.Steps), "resultDocument", doc)

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,4 +227,29 @@ func TestNewestRunO1(t *testing.T) {
 		require.Equal(t, tt.action, action, tt.name)
 		require.Equal(t, tt.want, got, tt.name)
 	}
+}
+
+// O1, section 10: a pass whose status write fails (a Conflict) sends no
+// RunFinished; the pass done again, whose write succeeds, sends it once.
+func TestSyncO1RunFinishedOnceAfterAConflict(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", withFinalizer)
+	j := attemptJob(c1, v1alpha1.JobActionApply, 1, 1, jobFailed, epoch.Add(-time.Minute), epoch)
+	f.seedReady(c1, j)
+	f.seed(runPod(j, "c1-apply-pod", true, 1, failedApplyDoc(t)))
+	conflicts := 1
+	f.Captf.PrependReactor("update", "terraformclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(v1alpha1.Resource("terraformclusters"), "c1", fmt.Errorf("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+
+	require.Error(t, f.sync(kindCluster, "c1"))
+	require.NotContains(t, eventReasons(f.PopEvents()), "Warning "+v1alpha1.EventRunFinished, "nothing recorded yet")
+
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	require.ElementsMatch(t, []string{"Warning " + v1alpha1.EventRunFinished, "Warning " + v1alpha1.EventRunFinished, "Normal " + v1alpha1.EventPlanSummary},
+		eventReasons(f.PopEvents()))
 }

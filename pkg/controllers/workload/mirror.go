@@ -177,9 +177,10 @@ func (c *Controller) mirrorFailed(w *workload, format string, args ...any) {
 	setCondition(w, c.clock.Now(), v1alpha1.ConditionCredentialsMirrored, metav1.ConditionFalse, v1alpha1.ReasonMirrorFailed, format, args...)
 }
 
-// freshMirror reads a mirror uncached; nil when it does not exist.
+// freshMirror reads a mirror uncached, under the uncached reads' size
+// budget (B11); nil when it does not exist.
 func (c *Controller) freshMirror(ctx context.Context, ns, name string) (*corev1.Secret, error) {
-	s, err := c.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	s, err := c.uncached.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -199,14 +200,27 @@ func (c *Controller) revokeMirror(ctx context.Context, w *workload, identity str
 		return nil
 	}
 	c.conflicts.Set(identity, ns, false)
+	// The identity controller revokes too (V5): when it was first, the
+	// object that held the mirror still reports the removal, once (its
+	// CredentialsMirrored goes from Mirrored this pass).
+	removedElsewhere := func() {
+		if isTrue(w, v1alpha1.ConditionCredentialsMirrored) {
+			w.normal(v1alpha1.EventMirrorRemoved, "Mirror Secret %s was removed: TerraformClusterIdentity %s may no longer be used in namespace %s", name, identity, ns)
+		}
+	}
 	m, err := c.mirrors.Secrets(ns).Get(name)
 	if apierrors.IsNotFound(err) {
+		removedElsewhere()
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if credentials.ForeignReason(m, identity) != "" || m.DeletionTimestamp != nil {
+	if credentials.ForeignReason(m, identity) != "" {
+		return nil
+	}
+	if m.DeletionTimestamp != nil {
+		removedElsewhere()
 		return nil
 	}
 	deleted, err := mirrors.Delete(ctx, c.kube, m, mirrors.SameUID, "the identity may not be used here")

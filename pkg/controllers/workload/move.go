@@ -33,8 +33,8 @@ import (
 //     carries the marks of its current spec and inputs adopts them as its
 //     applied run, instead of applying again (after a move, or a restore
 //     from a backup that dropped status);
-//   - a source copy deleted for the move (its Cluster paused, as clusterctl
-//     pauses it) starts no destroy and keeps its state (deletionForMove).
+//   - a source copy deleted for the move (the annotation, paused or not)
+//     starts no destroy and keeps its state (deletionForMove).
 
 // adoptedJobName names, in status.lastApply, a run adopted from the state
 // rather than recorded from a Job: not a valid object name, so it never
@@ -199,12 +199,14 @@ func (c *Controller) adoptApplied(ctx context.Context, w *workload, secrets []me
 
 // deletionForMove reports whether w's deletion is clusterctl move's
 // deletion of the source copy: it carries
-// clusterctl.cluster.x-k8s.io/delete-for-move and is paused, as clusterctl
-// pauses a Cluster before it moves it (upstream A4-23: honoured only
-// then, so the annotation alone cannot skip a destroy).
+// clusterctl.cluster.x-k8s.io/delete-for-move. SPEC K11 names only the
+// annotation, so it is honoured whether or not the object is paused
+// (clusterctl pauses the Cluster too; upstream A4-23 also required the
+// pause). Like captf.io/abandon-infrastructure, whoever may annotate the
+// object may skip its destroy this way.
 func deletionForMove(w *workload) bool {
 	_, ok := w.obj.GetAnnotations()[v1alpha1.AnnotationDeleteForMove]
-	return ok && paused(w)
+	return ok
 }
 
 // blockMoveValue is the manager's value of clusterctl's block-move

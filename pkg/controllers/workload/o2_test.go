@@ -351,3 +351,32 @@ func TestSyncO2PullReadErrorNotFatal(t *testing.T) {
 	require.False(t, deleted)
 	requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionUnknown, v1alpha1.ReasonJobRunning)
 }
+
+// O2 (A7-13): an interrupted run is reported by a Warning JobInterrupted
+// event on the object naming the Job and what happened, once: the retry
+// starts in the same pass (so the condition already says JobRunning), and
+// later passes, while the retry runs, report nothing again.
+func TestSyncO2InterruptedEventOnce(t *testing.T) {
+	f := newFixture(t)
+	c1 := newCluster("c1", withFinalizer)
+	j := attemptJob(c1, v1alpha1.JobActionApply, 1, 1, jobFailed, epoch.Add(-time.Minute), epoch)
+	f.seedReady(c1, j)
+	f.seed(disrupted(runPod(j, "p", true, 137, "")))
+
+	require.NoError(t, f.sync(kindCluster, "c1"))
+	require.Len(t, f.createdJobs(), 1, "the retry starts in the same pass")
+	var interrupted []string
+	for _, ev := range f.PopEvents() {
+		if strings.HasPrefix(ev, "Warning "+v1alpha1.EventJobInterrupted+" ") {
+			interrupted = append(interrupted, ev)
+		}
+	}
+	require.Len(t, interrupted, 1, "one JobInterrupted event")
+	require.Contains(t, interrupted[0], j.Name)
+	require.Contains(t, interrupted[0], "EvictionByEvictionAPI")
+
+	f.steadyPasses(kindCluster, "c1")
+	for _, ev := range f.PopEvents() {
+		require.NotContains(t, ev, v1alpha1.EventJobInterrupted, "reported once per Job, not on every pass")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/contract"
 	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/tfstate"
 )
@@ -53,7 +54,7 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	ns := w.obj.GetNamespace()
 	suffix := jobs.StateSuffix(w.kind.name, w.obj.GetName())
 	secret := ns + "/" + tfstate.SecretName(suffix)
-	out, read, err := c.readState(ctx, ns, suffix)
+	out, read, err := c.readState(ctx, ns, suffix, tfstate.Keep(contract.StateBounds(w.kind.name)))
 	var encoded []byte
 	if err == nil {
 		encoded, err = out.Encode()
@@ -77,6 +78,7 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	case 0:
 		w.status.Outputs = &runtime.RawExtension{Raw: encoded}
 		w.status.SensitiveOutputs = out.Sensitive
+		w.status.ContractOutputs = nil // K7: mapped from status.outputs
 		// What the contract outputs say is OutputsValid's (K7, capi.go).
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionTrue, v1alpha1.ReasonOutputsRead,
 			"%d outputs read from the state Secret %s after apply Job %s (%d sensitive, named in status.sensitiveOutputs, values not published)",
@@ -87,8 +89,14 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonStateNotFound,
 			"no state after apply Job %s: %v (does the module keep its state in the kubernetes backend captf configures?); %s", job, err, again)
 	case tfstate.KindOutputsTooLarge:
+		contractNote := ""
+		if kept, ok := contractOutputs(out); ok {
+			// K7: the contract outputs have their own bounds.
+			w.status.ContractOutputs = kept
+			contractNote = "; the contract outputs of its role were read on their own (status.contractOutputs)"
+		}
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsTooLarge,
-			"state Secret %s after apply Job %s: %v; the last good outputs stay; mark large outputs sensitive or make them smaller; %s", secret, job, err, again)
+			"state Secret %s after apply Job %s: %v; the last good outputs stay%s; mark large outputs sensitive or make them smaller; %s", secret, job, err, contractNote, again)
 	default:
 		setCondition(w, now, v1alpha1.ConditionOutputsAvailable, metav1.ConditionFalse, v1alpha1.ReasonOutputsReadFailed,
 			"state Secret %s after apply Job %s: %v; the last good outputs stay; %s", secret, job, err, again)
@@ -98,12 +106,26 @@ func (c *Controller) outputsStep(ctx context.Context, w *workload) error {
 	return c.markState(ctx, w, rec, read)
 }
 
+// contractOutputs is status.contractOutputs of what a read kept of the
+// contract outputs (K7); false when it kept nothing (another failure).
+func contractOutputs(out *tfstate.Outputs) (*v1alpha1.ContractOutputs, bool) {
+	if out == nil || out.Kept == nil {
+		return nil, false
+	}
+	b, err := out.EncodeKept()
+	if err != nil {
+		return nil, false
+	}
+	return &v1alpha1.ContractOutputs{Values: &runtime.RawExtension{Raw: b}, TooLarge: slices.Clone(out.KeptTooLarge)}, true
+}
+
 // keepRead copies into w the result of the read last written: outputs,
 // sensitive names, outputsSource and the OutputsAvailable condition.
 func keepRead(w *workload, last *v1alpha1.WorkloadStatus) {
 	w.status.Outputs = last.Outputs.DeepCopy()
 	w.status.SensitiveOutputs = slices.Clone(last.SensitiveOutputs)
 	w.status.OutputsSource = last.OutputsSource.DeepCopy()
+	w.status.ContractOutputs = last.ContractOutputs.DeepCopy()
 	w.status.StateBackups = slices.Clone(last.StateBackups)
 	if c := meta.FindStatusCondition(last.Conditions, string(v1alpha1.ConditionOutputsAvailable)); c != nil {
 		meta.SetStatusCondition(&w.status.Conditions, *c)
@@ -137,10 +159,10 @@ func (c *Controller) outputsSource(w *workload, job string) *v1alpha1.OutputsSou
 // fetched as the decoder reads them, one held at a time, each response
 // within MaxResponseBytes. An error that is not a *tfstate.Error is the
 // API server's.
-func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate.Outputs, []metav1.PartialObjectMetadata, error) {
+func (c *Controller) readState(ctx context.Context, ns, suffix string, keep tfstate.Keep) (*tfstate.Outputs, []metav1.PartialObjectMetadata, error) {
 	secrets := c.uncached.Kube.CoreV1().Secrets(ns)
 	var read []metav1.PartialObjectMetadata
-	out, err := tfstate.Read(tfstate.Chunks(suffix, func(name string) (*corev1.Secret, error) {
+	out, err := tfstate.ReadKeeping(tfstate.Chunks(suffix, func(name string) (*corev1.Secret, error) {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -150,6 +172,6 @@ func (c *Controller) readState(ctx context.Context, ns, suffix string) (*tfstate
 			read = append(read, stateMeta(&s.ObjectMeta))
 		}
 		return s, err
-	}))
+	}), keep)
 	return out, read, err
 }

@@ -105,9 +105,11 @@ func planChangedRun(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord) bool {
 }
 
 // destructiveRun reports whether l, status.lastRun, records rec's apply
-// as stopped by the destructive guard: nothing applied (O8, A3-64).
+// as stopped by the destructive guard: nothing applied (O8, A3-64). The
+// kind is blocked (upstream A1-80), or destructive in a status an earlier
+// captf wrote.
 func destructiveRun(l *v1alpha1.LastRun, rec *v1alpha1.RunRecord) bool {
-	return stoppedAs(l, rec, v1alpha1.RunErrorDestructive)
+	return stoppedAs(l, rec, v1alpha1.RunErrorBlocked) || stoppedAs(l, rec, v1alpha1.RunErrorDestructive)
 }
 
 // stoppedAs reports whether l records rec's run as ended with error kind k.

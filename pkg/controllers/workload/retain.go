@@ -162,7 +162,7 @@ func (c *Controller) adoptRetained(ctx context.Context, w *workload, secrets []m
 	var groups []statebackup.Secret
 	for _, s := range append(secrets, backups...) {
 		if serial, part, ok := statebackup.Parse(suffix, s.Name, s.Labels); ok {
-			groups = append(groups, statebackup.Secret{Name: s.Name, Serial: serial, Part: part, Created: s.CreationTimestamp.Time})
+			groups = append(groups, backupSecret(s, serial, part))
 		}
 		if _, marked := s.Labels[statebackup.LabelRetainedFrom]; ownedBy(&s, w.obj.GetUID()) && !marked {
 			continue

@@ -20,11 +20,12 @@ import (
 // captf.io/runner=true; else the manager makes sure captf-runner and its
 // RoleBinding to the ClusterRole captf-runner exist in the namespace, with
 // w's owner reference (M5 semantics: the garbage collector takes them with
-// the last user). It reads uncached: Jobs are created rarely.
+// the last user). It reads uncached, under the uncached reads' size budget
+// (B11): Jobs are created rarely, and a tenant names these objects.
 func (c *Controller) ensureRunner(ctx context.Context, w *workload) (string, error) {
 	ns := w.obj.GetNamespace()
 	if name := w.jobs.ServiceAccountName; name != "" {
-		sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
+		sa, err := c.uncached.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			return "", c.runnerNotFound(w, "ServiceAccount %s/%s named in spec.jobs.serviceAccountName does not exist", ns, name)
@@ -45,10 +46,13 @@ func (c *Controller) ensureRunner(ctx context.Context, w *workload) (string, err
 	return v1alpha1.RunnerName, nil
 }
 
-// runnerNotFound reports that no Job starts for want of a ServiceAccount.
+// runnerNotFound reports that no Job starts for want of a ServiceAccount,
+// and looks at w again after waitRequeue: nothing watches ServiceAccounts,
+// and one created or labelled later should not wait for the sync period.
 func (c *Controller) runnerNotFound(w *workload, format string, args ...any) error {
 	setCondition(w, c.clock.Now(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunnerNotFound,
 		format+"; no Job starts until it does (SPEC T1)", args...)
+	c.queues[w.kind.name].AddAfter(w.key(), waitRequeue)
 	return nil
 }
 
@@ -68,7 +72,7 @@ func (c *Controller) ensureRunnerAccount(ctx context.Context, w *workload, ref m
 	ns := w.obj.GetNamespace()
 	client := c.kube.CoreV1().ServiceAccounts(ns)
 	for attempt := 1; ; attempt++ {
-		sa, err := client.Get(ctx, v1alpha1.RunnerName, metav1.GetOptions{})
+		sa, err := c.uncached.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, v1alpha1.RunnerName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: managedMeta(ns, ref)}, metav1.CreateOptions{FieldManager: fieldManager})
 		} else if err == nil {
@@ -98,7 +102,7 @@ func (c *Controller) ensureRunnerBinding(ctx context.Context, w *workload, ref m
 	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: v1alpha1.RunnerName}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: v1alpha1.RunnerName, Namespace: ns}}
 	for attempt := 1; ; attempt++ {
-		rb, err := client.Get(ctx, v1alpha1.RunnerName, metav1.GetOptions{})
+		rb, err := c.uncached.Kube.RbacV1().RoleBindings(ns).Get(ctx, v1alpha1.RunnerName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			_, err = client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: managedMeta(ns, ref), RoleRef: roleRef, Subjects: subjects},
 				metav1.CreateOptions{FieldManager: fieldManager})

@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/internal/controllertest"
 )
 
 // T1: without spec.jobs.serviceAccountName the Job runs as captf-runner,
@@ -83,6 +85,11 @@ func TestSyncRunnerNotFound(t *testing.T) {
 			require.Contains(t, c.Message, tc.msg)
 			_, updated := f.find("update", "serviceaccounts", "")
 			require.False(t, updated, "a ServiceAccount that is not captf's is never modified")
+			// J8: an object that never started an apply has no finalizer.
+			require.Empty(t, f.storedObj(v1alpha1.KindTerraformCluster, "c1").GetFinalizers(), "no Job started: no finalizer (J8)")
+			// A ServiceAccount created or labelled later is seen without
+			// waiting for the sync period.
+			controllertest.RequireRequeuedAfter(t, f.c.queues[v1alpha1.KindTerraformCluster], f.Clock, cache.ObjectName{Namespace: testNS, Name: "c1"}, waitRequeue)
 		})
 	}
 }

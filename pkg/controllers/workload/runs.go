@@ -63,6 +63,9 @@ type runPlan struct {
 	// interruptions counts the generation's interrupted attempts before
 	// the Job (O2), which its backoff will not count.
 	interruptions int
+	// runner is the ServiceAccount the Job runs as when the caller made
+	// sure of it already (T1); "" lets createJob do it.
+	runner string
 	// restore is the backup a restore Job pushes (O5); nil otherwise.
 	restore *jobs.Restore
 	// planName and planHash: the approved TerraformPlan an apply applies
@@ -143,17 +146,23 @@ func newerRecord(a, b *v1alpha1.RunRecord) bool {
 // recordSlot returns the status field that records action's newest
 // finished Job.
 func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
+	return statusRecord(w.status, action)
+}
+
+// statusRecord returns st's field that records action's newest finished
+// Job.
+func statusRecord(st *v1alpha1.WorkloadStatus, action v1alpha1.JobAction) **v1alpha1.RunRecord {
 	switch action {
 	case v1alpha1.JobActionDestroy:
-		return &w.status.LastDestroy
+		return &st.LastDestroy
 	case v1alpha1.JobActionDrift:
-		return &w.status.LastDriftCheck // O7
+		return &st.LastDriftCheck // O7
 	case v1alpha1.JobActionRestore:
-		return &w.status.LastRestore // O5
+		return &st.LastRestore // O5
 	case v1alpha1.JobActionPlan:
-		return &w.status.LastPlan // O8
+		return &st.LastPlan // O8
 	}
-	return &w.status.LastApply
+	return &st.LastApply
 }
 
 // recordRuns records in status the newest finished Job of action in set,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/contract"
+	"github.com/captf/captf/pkg/controllers/loop"
 	"github.com/captf/captf/pkg/controllers/trim"
 )
 
@@ -71,11 +72,21 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	c.settleSlot(w, passErr) // O4: a Job no longer due stops waiting
 	// O1: status.lastRun of the newest recorded run, read once per Job.
 	passErr = errors.Join(passErr, c.lastRunStep(ctx, w))
+	if !release {
+		// O5: a new serial a failed apply or destroy, or a drift check,
+		// wrote; once per recorded Job (a successful apply's is read by
+		// outputsStep).
+		passErr = errors.Join(passErr, c.backupStep(ctx, w))
+	}
 	driftCondition(w, c.clock.Now()) // O7: DriftDetected from a drift run
 	summarize(w, c.clock.Now())
 	c.emitEvents(w, before)
 	c.deleteRunSecrets(ctx, w, before)
+	recorded := w.recorded
 	w, statusErr := c.writeStatus(ctx, w, before)
+	if statusErr == nil {
+		c.emitRecorded(recorded)
+	}
 	if err := errors.Join(passErr, statusErr); err != nil || !release {
 		return err
 	}
@@ -162,7 +173,7 @@ func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alp
 	record := stored.status.DeepCopy()
 	// One copy of the strings every object's status repeats (issue 25).
 	trim.InternStatus(record)
-	c.written.Record(key, uid, *record)
+	c.written.Record(key, uid, stored.obj.GetResourceVersion(), *record, loop.Shown(w.kind.informer.GetStore(), key))
 	// T7: a run counts once, when the write that records it succeeds.
 	countRecorded(stored.status, before, last)
 	countRestores(stored.status, before, last) // O5
@@ -173,6 +184,7 @@ func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alp
 // is gone (SPEC B15): its status record, its queue stamps and its backoff.
 func (c *Controller) forget(k *kind, key cache.ObjectName) {
 	c.written.Forget(key)
+	c.runSecretsGone.set(key, nil)
 	if q, ok := c.queues[k.name]; ok {
 		q.Drop(key)
 	}

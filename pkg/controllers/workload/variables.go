@@ -55,11 +55,12 @@ func variablesSourceKeys(obj interface{}) ([]string, error) {
 
 // readVariables gathers w's variablesFrom sources, uncached, and merges
 // them; the keys w's inline spec.variables sets are left out (inline wins,
-// A3-24). A problem is for DependenciesReady; an error is for a retry.
-func (c *Controller) readVariables(ctx context.Context, w *workload) (map[string]json.RawMessage, *variables.Problem, error) {
+// A3-24). sensitive are the keys a Secret gave (O9). A problem is for
+// DependenciesReady; an error is for a retry.
+func (c *Controller) readVariables(ctx context.Context, w *workload) (vars map[string]json.RawMessage, sensitive []string, _ *variables.Problem, _ error) {
 	from := v1alpha1.VariablesFromOf(w.robj)
 	if len(from) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	ns := w.obj.GetNamespace()
 	sources := make([]variables.Source, 0, len(from))
@@ -93,7 +94,7 @@ func (c *Controller) readVariables(ctx context.Context, w *workload) (map[string
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, nil, fmt.Errorf("reading variables source %s %s/%s: %w", s.Kind, ns, s.Name, err)
+			return nil, nil, nil, fmt.Errorf("reading variables source %s %s/%s: %w", s.Kind, ns, s.Name, err)
 		default:
 			s.Found = true
 			s.Labelled = meta.Labels[v1alpha1.LabelVariables] == v1alpha1.LabelTrue
@@ -105,7 +106,7 @@ func (c *Controller) readVariables(ctx context.Context, w *workload) (map[string
 	}
 	vars, p := variables.Merge(sources, jobs.NameProblem)
 	if p != nil {
-		return nil, p, nil
+		return nil, nil, p, nil
 	}
 	if raw := v1alpha1.VariablesOf(w.robj); len(raw) > 0 {
 		var inline map[string]json.RawMessage
@@ -115,7 +116,12 @@ func (c *Controller) readVariables(ctx context.Context, w *workload) (map[string
 			}
 		}
 	}
-	return vars, nil, nil
+	for _, k := range variables.FromSecrets(sources) {
+		if _, ok := vars[k]; ok {
+			sensitive = append(sensitive, k)
+		}
+	}
+	return vars, sensitive, nil, nil
 }
 
 // NewVariablesSourceInformers returns the metadata informers of the

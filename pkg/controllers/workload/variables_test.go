@@ -66,6 +66,7 @@ func TestO9VariablesFromObjects(t *testing.T) {
 	require.JSONEq(t, `"a"`, string(in["zone"]))
 	require.NotContains(t, in, "region", "inline spec.variables win (the runner's inline file)")
 	require.Contains(t, in, contract.InputObject, "the contract inputs are still there")
+	require.Equal(t, []string{"size", "token"}, in.Sensitive(), "the Secret's keys are sensitive (the runner keeps them out of its log)")
 	f.checkNoSecretLeak()
 }
 

@@ -137,14 +137,19 @@ func TestIdentityGoneWhileManagerDown(t *testing.T) {
 		}
 		return len(left) == 0, fmt.Sprintf("still there: %v", left)
 	})
-	// The restarted manager removed them, not another process.
-	log := f.Manager.Log()
-	for _, s := range doomed {
-		if !logged(log, "Deleted mirror", fmt.Sprintf("mirror=%q", s.namespace+"/"+s.name), "TerraformClusterIdentity "+s.identity+" is gone") {
-			t.Errorf("the restarted manager's log does not record deleting %s/%s because %s is gone; its deletions:\n%s",
-				s.namespace, s.name, s.identity, grep(log, "Deleted mirror", 20))
+	// The restarted manager removed them, not another process. It logs a
+	// deletion once the DELETE has returned, which may be just after the
+	// Secret is seen gone: wait for the lines.
+	f.WaitFor("the restarted manager's log records each deletion", func() (bool, string) {
+		log := f.Manager.Log()
+		for _, s := range doomed {
+			if !logged(log, "Deleted mirror", fmt.Sprintf("mirror=%q", s.namespace+"/"+s.name), "TerraformClusterIdentity "+s.identity+" is gone") {
+				return false, fmt.Sprintf("no record of deleting %s/%s because %s is gone; its deletions:\n%s",
+					s.namespace, s.name, s.identity, grep(log, "Deleted mirror", 20))
+			}
 		}
-	}
+		return true, ""
+	})
 	// The users remain and say why they have no credentials; their
 	// reconciles did not bring the mirrors back (checked above, after
 	// they ran) and need not have removed them.

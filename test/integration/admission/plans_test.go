@@ -18,7 +18,8 @@ import (
 
 // SPEC O8 (A3-67) on the real API server, through the deployed mutating
 // webhook over TLS and the RBAC authorizer: only the manager creates a
-// plan; a user can neither approve by writing approvedBy nor approve
+// plan; a user can neither approve by writing another's name in
+// approvedBy (their own is accepted, A1-143) nor approve
 // without the verb approve (the shipped ClusterRole captf-plan-approver),
 // nor change a plan's spec; with the role, approving sets approvedBy to
 // the approver; an approved plan cannot be edited or unapproved.
@@ -57,9 +58,9 @@ func TestPlanApproval(t *testing.T) {
 	}, patch string) (*v1alpha1.TerraformPlan, error) {
 		return c.Patch(f.ctx, plan.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	}
-	// Writing approvedBy, even one's own name, is refused.
-	_, err = merge(asAlice, `{"spec":{"approved":true,"approvedBy":"alice"}}`)
-	requireRefused(t, err, "spec.approvedBy", "may not be written")
+	// Writing approvedBy as anyone but oneself is refused.
+	_, err = merge(asAlice, `{"spec":{"approved":true,"approvedBy":"bob"}}`)
+	requireRefused(t, err, "spec.approvedBy", "may not be written otherwise")
 	// Approving without the verb approve is refused, naming the role.
 	_, err = merge(asAlice, `{"spec":{"approved":true}}`)
 	requireRefused(t, err, `user "alice" may not approve TerraformPlan `+ns+"/"+plan.Name, "captf-plan-approver")
@@ -76,6 +77,22 @@ func TestPlanApproval(t *testing.T) {
 	}
 	if !approved.Spec.Approved || approved.Spec.ApprovedBy != "bob" {
 		t.Fatalf("after bob's approval: approved=%v approvedBy=%q, want true and bob", approved.Spec.Approved, approved.Spec.ApprovedBy)
+	}
+
+	// A1-143, A3-67: an approval whose approvedBy equals the requester is
+	// accepted (through the webhook and the policy captf-plan-approval),
+	// and the stored approvedBy is the requester's.
+	second := plan.DeepCopy()
+	second.Name = "prod-9876543210"
+	if _, err := asManager.Create(f.ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the manager creates a second plan: %v", err)
+	}
+	self, err := asBob.Patch(f.ctx, second.Name, types.MergePatchType, []byte(`{"spec":{"approved":true,"approvedBy":"bob"}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("bob approves with approvedBy bob: %v", err)
+	}
+	if !self.Spec.Approved || self.Spec.ApprovedBy != "bob" {
+		t.Fatalf("after bob's approval in his own name: approved=%v approvedBy=%q", self.Spec.Approved, self.Spec.ApprovedBy)
 	}
 
 	// An approved plan's spec is immutable, for the manager too, and the

@@ -111,15 +111,3 @@ func TestClusterInfrastructureProvisioned(t *testing.T) {
 		t.Errorf("status.initialization.provisioned: %+v", got.Status.Initialization)
 	}
 }
-
-// condition returns the status condition of type typ of an unstructured
-// object, nil when absent.
-func condition(obj *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
-}

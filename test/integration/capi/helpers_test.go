@@ -164,21 +164,18 @@ func (e *env) waitCond(kind, name string, t v1alpha1.ConditionType, status metav
 // waitStatus waits until ok holds for kind/name's status.
 func (e *env) waitStatus(kind, name, what string, ok func(*v1alpha1.WorkloadStatus) (bool, string)) *v1alpha1.WorkloadStatus {
 	e.T.Helper()
-	var got *v1alpha1.WorkloadStatus
-	e.WaitFor(kind+" "+name+": "+what, func() (bool, string) {
+	return clusterctltest.WaitStatus(e.Fixture, kind+" "+name+": "+what, func() (*v1alpha1.WorkloadStatus, error) {
 		_, st, err := e.object(kind, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		got = st
-		done, msg := ok(st)
-		return done, msg + "; " + framework.Describe(st.Conditions)
-	})
-	return got
+		return st, err
+	}, ok)
 }
 
 // isProvisioned reports status.initialization.provisioned.
 var isProvisioned = clusterctltest.IsProvisioned
+
+// condition returns the status condition of type typ of an unstructured
+// object, nil when absent.
+var condition = clusterctltest.Condition
 
 // waitProvisioned waits for status.initialization.provisioned.
 func (e *env) waitProvisioned(kind, name string) *v1alpha1.WorkloadStatus {

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/statebackup"
@@ -77,7 +76,8 @@ func serialState(serial int64) []byte {
 // a steady pass writes nothing, the newest --state-backups (5, the
 // default) are kept and listed in status.stateBackups, the older ones are
 // deleted, a Secret that merely carries the labels is never deleted, and a
-// split state is copied part by part.
+// split state is copied part by part; each listed backup has its stored
+// size in bytes (upstream A1-88), all parts together.
 func TestStateBackups(t *testing.T) {
 	f := setup(t)
 	ns, c, suffix := stateUser(t, f, "backups", "b")
@@ -108,6 +108,9 @@ func TestStateBackups(t *testing.T) {
 	}
 	if !bytes.Equal(backup.Data[tfstate.DataKey], state.Data[tfstate.DataKey]) {
 		t.Fatal("O5: the backup's data is not the state's")
+	}
+	if first.Bytes != int64(len(state.Data[tfstate.DataKey])) {
+		t.Fatalf("O5, A1-88: status.stateBackups[0].bytes = %d, want the stored state's %d", first.Bytes, len(state.Data[tfstate.DataKey]))
 	}
 	if len(backup.OwnerReferences) != 1 || backup.OwnerReferences[0].UID != c.UID || backup.Labels[tfstate.LabelState] != "" {
 		t.Fatalf("O5: the backup must be owned by the cluster and carry none of the backend's labels: owners %v, labels %v", backup.OwnerReferences, backup.Labels)
@@ -179,6 +182,9 @@ func TestStateBackups(t *testing.T) {
 	if !bytes.Equal(copied, compressed) {
 		t.Fatalf("O5: the split backup holds %d bytes, not the state's %d", len(copied), len(compressed))
 	}
+	if b := got.Status.StateBackups[0].Bytes; b != int64(len(compressed)) {
+		t.Fatalf("O5, A1-88: the split backup's bytes = %d, want all parts' %d", b, len(compressed))
+	}
 	if _, err := secrets.Get(f.Ctx, "not-a-backup", metav1.GetOptions{}); err != nil {
 		t.Fatalf("B15: a Secret that merely carries the backup labels must stay: %v", err)
 	}
@@ -210,14 +216,7 @@ func TestRetainAndAdopt(t *testing.T) {
 	})
 	// Retain: a change of deletionPolicy is a spec change; its apply (a
 	// no-op here) runs before the deletion.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := f.GetCluster(ns, c.Name)
-		cur.Spec.DeletionPolicy = v1alpha1.DeletionPolicyRetain
-		_, err := clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.EditCluster(ns, c.Name, func(cur *v1alpha1.TerraformCluster) { cur.Spec.DeletionPolicy = v1alpha1.DeletionPolicyRetain })
 	j := applyJob(f, ns, 2)
 	if err := f.Env.FinishJob(f.Ctx, ns, j.Name, ""); err != nil {
 		t.Fatal(err)
@@ -281,14 +280,7 @@ func TestRetainAndAdopt(t *testing.T) {
 	checkRetained()
 
 	// With adoptRetainedState the new object takes them over.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := f.GetCluster(ns, c2.Name)
-		cur.Spec.AdoptRetainedState = true
-		_, err := clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.EditCluster(ns, c2.Name, func(cur *v1alpha1.TerraformCluster) { cur.Spec.AdoptRetainedState = true })
 	f.WaitFor("the retained state adopted", func() (bool, string) {
 		for _, n := range keptNames {
 			s, err := secrets.Get(f.Ctx, n, metav1.GetOptions{})

@@ -96,11 +96,7 @@ func TestApplyJob(t *testing.T) {
 	f.WaitCondition("cluster", f.ClusterConds(ns, c.Name), v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 
 	// A new generation gets a new apply Job; its failure is reported.
-	cl := f.GetCluster(ns, c.Name)
-	cl.Spec.Source.Image = "example.com/module:2"
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, cl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.EditCluster(ns, c.Name, func(cl *v1alpha1.TerraformCluster) { cl.Spec.Source.Image = "example.com/module:2" })
 	var second batchv1.Job
 	f.WaitFor("second apply Job", func() (bool, string) {
 		for _, x := range f.Jobs(ns, v1alpha1.JobActionApply) {
@@ -248,14 +244,9 @@ func TestDestroyWaitsForIdentity(t *testing.T) {
 	}
 
 	// Abandon b: finalizer removed without a destroy.
-	cb := f.GetCluster(ns, b.Name)
-	if cb.Annotations == nil {
-		cb.Annotations = map[string]string{}
-	}
-	cb.Annotations[v1alpha1.AnnotationAbandonInfrastructure] = string(cb.UID)
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, cb, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	f.EditCluster(ns, b.Name, func(cb *v1alpha1.TerraformCluster) {
+		cb.Annotations[v1alpha1.AnnotationAbandonInfrastructure] = string(cb.UID)
+	})
 	f.WaitFor("cluster b gone", func() (bool, string) {
 		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Get(f.Ctx, b.Name, metav1.GetOptions{})
 		return err != nil, "still there"

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/tfstate"
@@ -56,18 +55,10 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 	})
 
 	// clusterctl pauses, then deletes the source copy with delete-for-move.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := clusters.Get(f.Ctx, c.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	f.EditCluster(ns, c.Name, func(cur *v1alpha1.TerraformCluster) {
 		cur.Annotations[v1alpha1.AnnotationPaused] = ""
 		cur.Annotations[v1alpha1.AnnotationDeleteForMove] = ""
-		_, err = clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if err := clusters.Delete(f.Ctx, c.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +120,7 @@ func TestMoveWithoutClusterctl(t *testing.T) {
 	})
 
 	// A spec change of the copy applies, once.
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got := f.GetCluster(ns, c.Name)
-		got.Spec.Source.Image = "example.com/module:2"
-		_, err := clusters.Update(f.Ctx, got, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.EditCluster(ns, c.Name, func(got *v1alpha1.TerraformCluster) { got.Spec.Source.Image = "example.com/module:2" })
 	f.WaitFor("one apply Job of the copy's change", func() (bool, string) {
 		var mine []string
 		for _, x := range f.Jobs(ns, v1alpha1.JobActionApply) {

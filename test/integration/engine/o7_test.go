@@ -7,10 +7,12 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
+	"github.com/captf/captf/pkg/controllers/jobs"
 	"github.com/captf/captf/pkg/runresult"
 	"github.com/captf/captf/test/integration/framework"
 )
@@ -73,6 +75,10 @@ func TestDriftO7(t *testing.T) {
 		t.Fatalf("O7: the drift Job runs %q", cmd)
 	}
 
+	f.WaitFor("the drift Job's run Secret", func() (bool, string) {
+		_, err := f.Env.Kube.CoreV1().Secrets(ns).Get(f.Ctx, jobs.RunSecretName(dj.Name), metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	endPod(f, ns, dj, 0, resultDoc(t, &runresult.Result{Operation: runresult.OperationDrift,
 		Steps: []runresult.Step{{Name: "init"}, {Name: "refresh"}, {Name: "plan", ExitCode: 2}},
 		Drift: &runresult.Drift{Changes: runresult.Changes{Update: 1}, Resources: []string{"terraform_data.server"}}}), "")
@@ -80,6 +86,12 @@ func TestDriftO7(t *testing.T) {
 	if !strings.Contains(cond.Message, "terraform_data.server") {
 		t.Fatalf("O7: DriftDetected does not name the resource: %s", cond.Message)
 	}
+	// K5: the finished drift Job's run Secret (its inputs) is deleted
+	// though the Job stays.
+	f.WaitFor("the drift Job's run Secret deleted", func() (bool, string) {
+		_, err := f.Env.Kube.CoreV1().Secrets(ns).Get(f.Ctx, jobs.RunSecretName(dj.Name), metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 	got := f.GetCluster(ns, c.Name)
 	st := got.Status
 	if st.LastDriftCheck == nil || st.LastDriftCheck.JobName != dj.Name || st.LastRun == nil || st.LastRun.Drift == nil ||

@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/runresult"
@@ -106,14 +105,7 @@ func appliedOnce(f *framework.Fixture, name string, policy v1alpha1.ApplyPolicy)
 // a new generation.
 func setClusterVariables(f *framework.Fixture, ns, name, vars string) {
 	f.T.Helper()
-	clusters := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := f.GetCluster(ns, name)
+	f.EditCluster(ns, name, func(cur *v1alpha1.TerraformCluster) {
 		cur.Spec.Variables = &runtime.RawExtension{Raw: []byte(vars)}
-		_, err := clusters.Update(f.Ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		f.T.Fatal(err)
-	}
 }

@@ -96,11 +96,9 @@ func waitOutputs(f *framework.Fixture, ns, name string, j batchv1.Job, status me
 // nextGeneration changes the cluster's variables (a new generation, J1).
 func nextGeneration(f *framework.Fixture, ns, name string, step int) {
 	f.T.Helper()
-	c := f.GetCluster(ns, name)
-	c.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"step":` + strconv.Itoa(step) + `}`)}
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, c, metav1.UpdateOptions{}); err != nil {
-		f.T.Fatal(err)
-	}
+	f.EditCluster(ns, name, func(c *v1alpha1.TerraformCluster) {
+		c.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"step":` + strconv.Itoa(step) + `}`)}
+	})
 }
 
 func outputsJSON(c *v1alpha1.TerraformCluster) string {
@@ -261,22 +259,13 @@ func updateJobStatus(f *framework.Fixture, ns, name string, edit func(j *batchv1
 // to report it: a pass that ran after the edit.
 func setPaused(f *framework.Fixture, ns, name string, paused bool) {
 	f.T.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		c := f.GetCluster(ns, name)
-		if c.Annotations == nil {
-			c.Annotations = map[string]string{}
-		}
+	f.EditCluster(ns, name, func(c *v1alpha1.TerraformCluster) {
 		if paused {
 			c.Annotations[v1alpha1.AnnotationPaused] = ""
 		} else {
 			delete(c.Annotations, v1alpha1.AnnotationPaused)
 		}
-		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, c, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		f.T.Fatal(err)
-	}
 	status, reason := metav1.ConditionFalse, v1alpha1.ReasonNotPaused
 	if paused {
 		status, reason = metav1.ConditionTrue, v1alpha1.ReasonPaused

@@ -29,14 +29,9 @@ import (
 // annotateRestore sets captf.io/restore-state on cluster ns/name.
 func annotateRestore(f *framework.Fixture, ns, name, value string) {
 	f.T.Helper()
-	c := f.GetCluster(ns, name)
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
-	}
-	c.Annotations[v1alpha1.AnnotationRestoreState] = value
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, c, metav1.UpdateOptions{}); err != nil {
-		f.T.Fatal(err)
-	}
+	f.EditCluster(ns, name, func(c *v1alpha1.TerraformCluster) {
+		c.Annotations[v1alpha1.AnnotationRestoreState] = value
+	})
 }
 
 // restoreCondition waits for RestoreJobSucceeded with status and reason.

@@ -19,14 +19,9 @@ import (
 // gone.
 func abandon(f *framework.Fixture, ns, name string) {
 	f.T.Helper()
-	c := f.GetCluster(ns, name)
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
-	}
-	c.Annotations[v1alpha1.AnnotationAbandonInfrastructure] = string(c.UID)
-	if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, c, metav1.UpdateOptions{}); err != nil {
-		f.T.Fatal(err)
-	}
+	f.EditCluster(ns, name, func(c *v1alpha1.TerraformCluster) {
+		c.Annotations[v1alpha1.AnnotationAbandonInfrastructure] = string(c.UID)
+	})
 	if err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Delete(f.Ctx, name, metav1.DeleteOptions{}); err != nil {
 		f.T.Fatal(err)
 	}

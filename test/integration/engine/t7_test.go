@@ -9,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -192,18 +191,9 @@ func waitLastApply(f *framework.Fixture, ns, name, what string, ok func(*v1alpha
 // annotateRetry sets captf.io/retry on a cluster.
 func annotateRetry(f *framework.Fixture, ns, name, value string) {
 	f.T.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cl := f.GetCluster(ns, name)
-		if cl.Annotations == nil {
-			cl.Annotations = map[string]string{}
-		}
+	f.EditCluster(ns, name, func(cl *v1alpha1.TerraformCluster) {
 		cl.Annotations[v1alpha1.AnnotationRetry] = value
-		_, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, cl, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil {
-		f.T.Fatal(err)
-	}
 }
 
 func jobNames(js []batchv1.Job) string {

@@ -232,6 +232,29 @@ func (f *Fixture) EditIdentity(name string, edit func(*v1alpha1.TerraformCluster
 	}
 }
 
+// EditCluster updates cluster ns/name with edit. The manager writes the
+// cluster's metadata meanwhile (finalizer, provider-fields generation): a
+// Conflict is retried on a fresh read, so a test's edit never races it.
+func (f *Fixture) EditCluster(ns, name string, edit func(*v1alpha1.TerraformCluster)) {
+	f.T.Helper()
+	clusters := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := clusters.Get(f.Ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		edit(c)
+		_, err = clusters.Update(f.Ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		f.T.Fatal(err)
+	}
+}
+
 // WaitIdentityNamespaces waits until status.namespaces equals want (S2).
 func (f *Fixture) WaitIdentityNamespaces(name string, want []string) {
 	f.T.Helper()

@@ -45,11 +45,9 @@ func TestO5RestoreNotRerunAfterRestart(t *testing.T) {
 
 	annotate := func(v string) {
 		t.Helper()
-		got := f.GetCluster(ns, c.Name)
-		got.Annotations[v1alpha1.AnnotationRestoreState] = v
-		if _, err := f.Env.Captf.InfrastructureV1alpha1().TerraformClusters(ns).Update(f.Ctx, got, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		f.EditCluster(ns, c.Name, func(got *v1alpha1.TerraformCluster) {
+			got.Annotations[v1alpha1.AnnotationRestoreState] = v
+		})
 	}
 	restoreCond := func(reason v1alpha1.ConditionReason) {
 		t.Helper()

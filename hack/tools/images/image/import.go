@@ -43,7 +43,7 @@ func Import(address, name string, img v1.Image) (bool, error) {
 		return false, err
 	}
 	if have == digest.String() {
-		return false, nil
+		return false, tagDigest(address, name, digest.String())
 	}
 	dir, err := os.MkdirTemp("", "captf-import-")
 	if err != nil {
@@ -63,7 +63,33 @@ func Import(address, name string, img v1.Image) (bool, error) {
 	if have != digest.String() {
 		return false, fmt.Errorf("import of %s: containerd has digest %q, want %s", name, have, digest)
 	}
-	return true, nil
+	return true, tagDigest(address, name, digest.String())
+}
+
+// tagDigest gives the image name also its digest reference,
+// <repository>@<digest>, as a pull does: the CRI then reports it among the
+// image's repo digests, the kubelet puts it in a pod's imageID, and the
+// manager can pin the image a Job ran (SPEC O6). Without it an imported
+// image has only its configuration ID, and every apply reports
+// DigestUnknown.
+func tagDigest(address, name, digest string) error {
+	ref := Repository(name) + "@" + digest
+	if have, err := Imported(address, ref); err != nil || have == digest {
+		return err
+	}
+	_, err := ctr(address, "images", "tag", "--force", name, ref)
+	return err
+}
+
+// Repository is name without its tag or digest.
+func Repository(name string) string {
+	if i := strings.Index(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return name
 }
 
 func ctr(address string, args ...string) (string, error) {

@@ -23,3 +23,19 @@ func TestApplyPolicyOfO8(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletionPolicyDestroysO5: Destroy (upstream A1-72), its deprecated
+// alias Delete and the unset default run a destroy Job; Retain does not
+// (SPEC O5).
+func TestDeletionPolicyDestroysO5(t *testing.T) {
+	for p, want := range map[DeletionPolicy]bool{
+		"":                    true,
+		DeletionPolicyDestroy: true,
+		DeletionPolicyDelete:  true,
+		DeletionPolicyRetain:  false,
+	} {
+		if got := p.Destroys(); got != want {
+			t.Errorf("DeletionPolicy(%q).Destroys() = %v, want %v", p, got, want)
+		}
+	}
+}

@@ -36,8 +36,9 @@ const (
 	ConditionOutputsValid ConditionType = "OutputsValid"
 	// ConditionStateReadable is False (reason StateLocked) while the
 	// state's lock is held by something other than a Job of the object, so
-	// no Job starts (SPEC O3, upstream A1-158, A3-49); it is removed once
-	// the lock is free.
+	// no Job starts (SPEC O3, upstream A1-158, A3-49); True (reason
+	// StateRead, upstream's) once that lock is free. An object whose state
+	// was never locked by anything else does not have it.
 	ConditionStateReadable ConditionType = "StateReadable"
 	// ConditionInfrastructureHealthy reports the module's health output
 	// (SPEC K7, K8); once provisioned, Ready follows it.
@@ -217,6 +218,9 @@ const (
 	// ReasonStateLocked: StateReadable=False, the state's lock is held by
 	// something other than a Job of the object (O3).
 	ReasonStateLocked ConditionReason = "StateLocked"
+	// ReasonStateRead: StateReadable=True, the lock that held a Job back
+	// is free (O3; upstream A1-158's True reason).
+	ReasonStateRead ConditionReason = "StateRead"
 	// ReasonVariablesSourceNotFound: a spec.variablesFrom source that is not
 	// optional is missing or not labelled captf.io/variables=true (O9).
 	ReasonVariablesSourceNotFound ConditionReason = "VariablesSourceNotFound"
@@ -374,6 +378,12 @@ const (
 	// its Job): a finished Job's run was recorded in status.lastRun, with
 	// its planned changes or why it failed (SPEC O1, upstream A3-73).
 	EventRunFinished = "RunFinished"
+	// EventJobInterrupted (Warning, workload): a recorded run was
+	// interrupted (its pod evicted, preempted or deleted, its node lost,
+	// the runner stopped by a signal, or the Job deleted while it ran);
+	// emitted once per Job, when its run is recorded, naming the Job and
+	// what happened (SPEC O2, upstream A7-13).
+	EventJobInterrupted = "JobInterrupted"
 	// EventPlanSummary (Normal, workload): the changes a recorded run
 	// planned (SPEC O1, upstream A3-73).
 	EventPlanSummary = "PlanSummary"

@@ -72,7 +72,7 @@ type RunRecord struct {
 
 // RunErrorKind says what ended a run that did not succeed (SPEC O1;
 // upstream's error kinds, A1-80).
-// +kubebuilder:validation:Enum=step;image-layout;image-pull;interrupted;deadline;runner;plan-changed;destructive;unknown
+// +kubebuilder:validation:Enum=step;image-layout;image-pull;interrupted;deadline;runner;plan-changed;blocked;destructive;unknown
 type RunErrorKind string
 
 const (
@@ -94,9 +94,15 @@ const (
 	// again and found another plan: it applied nothing. Not a failure
 	// (A3-69): a new plan waits for approval, with no backoff.
 	RunErrorPlanChanged RunErrorKind = "plan-changed"
-	// RunErrorDestructive: a guarded cluster apply (SPEC O8, upstream
+	// RunErrorBlocked: a guarded cluster apply (SPEC O8, upstream
 	// A3-64) planned to delete or replace resources: it applied nothing.
 	// Not a failure (A3-69): a Destructive plan waits for approval.
+	// Upstream's name for the kind (A1-80).
+	RunErrorBlocked RunErrorKind = "blocked"
+	// RunErrorDestructive is what captf wrote for RunErrorBlocked before
+	// it took upstream's name: never written now, kept in the enum so that
+	// a status stored by an earlier captf still validates, and read as
+	// RunErrorBlocked.
 	RunErrorDestructive RunErrorKind = "destructive"
 	// RunErrorUnknown: no readable result document says why (the pod is
 	// gone, was killed or out of memory, or its message is not a

@@ -226,6 +226,17 @@ type WorkloadStatus struct {
 	// +listType=set
 	SensitiveOutputs []string `json:"sensitiveOutputs,omitempty"`
 
+	// ContractOutputs are the contract outputs of the object's role (SPEC
+	// K7: endpoint, failure domains, exports, provider ID or IDs,
+	// addresses, replicas, health...), read from the state on their own,
+	// each within its own bound, when status.outputs could not publish
+	// them (OutputsAvailable=False/OutputsTooLarge: all non-sensitive
+	// outputs together are over 32 KiB). The Cluster API fields are mapped
+	// from here while it is set, else from status.outputs; a read that
+	// publishes status.outputs clears it.
+	// +optional
+	ContractOutputs *ContractOutputs `json:"contractOutputs,omitempty"`
+
 	// OutputsSource is the successful apply Job after which the state was
 	// last read for outputs, whether that read succeeded or not. The state
 	// is read once per successful apply recorded in lastApply: a read
@@ -291,12 +302,22 @@ type WorkloadStatus struct {
 
 	// StateBackups are the backups of the Terraform state the manager
 	// keeps, newest serial first (SPEC O5): each new serial read after a
-	// successful apply is copied to a backup Secret, and the newest
+	// finished Job that can write the state (an apply, a failed destroy,
+	// a drift check) is copied to a backup Secret, and the newest
 	// --state-backups (default 5) are kept.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	StateBackups []StateBackup `json:"stateBackups,omitempty"`
+
+	// StateBackupJob is the finished Job, other than a successful apply
+	// (whose read is outputsSource's), after which the state was last
+	// read for a backup (SPEC O5): a failed apply, a failed destroy or a
+	// drift check. The state is read once per such Job recorded, however
+	// many passes follow.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StateBackupJob string `json:"stateBackupJob,omitempty"`
 
 	// ObservedRestore is the value of the annotation captf.io/restore-state
 	// the manager last acted on, by starting a restore Job or by refusing
@@ -347,6 +368,25 @@ type MachineAddress struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Address string `json:"address"`
+}
+
+// ContractOutputs are contract outputs read from the state on their own
+// (SPEC K7).
+type ContractOutputs struct {
+	// Values maps each non-sensitive contract output of the role that the
+	// state holds, within its bound, to its value.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Values *runtime.RawExtension `json:"values,omitempty"`
+
+	// TooLarge names the contract outputs whose value is over its bound
+	// (OutputsValid=False/OutputsInvalid), sorted.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	TooLarge []string `json:"tooLarge,omitempty"`
 }
 
 // OutputsSource names the apply Job whose state status.outputs reflects.

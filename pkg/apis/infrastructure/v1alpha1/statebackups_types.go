@@ -6,13 +6,20 @@ import (
 )
 
 // DeletionPolicy says what the deletion of an object does with its
-// infrastructure and its Terraform state (SPEC O5, upstream A1-72).
-// +kubebuilder:validation:Enum=Delete;Retain
+// infrastructure and its Terraform state (SPEC O5, upstream A1-72:
+// Destroy or Retain). Delete is the name captf used before it took
+// upstream's; it is still accepted and means Destroy.
+// +kubebuilder:validation:Enum=Destroy;Delete;Retain
 type DeletionPolicy string
 
 const (
-	// DeletionPolicyDelete: a destroy Job destroys the infrastructure, then
-	// the state goes (T2) and the backups with the object (the default).
+	// DeletionPolicyDestroy: a destroy Job destroys the infrastructure,
+	// then the state goes (T2) and the backups with the object (the
+	// default; upstream A1-72's name).
+	DeletionPolicyDestroy DeletionPolicy = "Destroy"
+	// DeletionPolicyDelete is the deprecated alias of DeletionPolicyDestroy
+	// (captf's name before it took upstream's): it behaves identically and
+	// stays accepted so that stored objects keep validating.
 	DeletionPolicyDelete DeletionPolicy = "Delete"
 	// DeletionPolicyRetain: no destroy Job; the infrastructure, the state
 	// Secrets and the state backups stay, labelled
@@ -25,8 +32,9 @@ const (
 // the Terraform state when the object goes and comes (SPEC O5), inlined
 // in the specs of the three workload kinds.
 type StatePolicy struct {
-	// DeletionPolicy: Delete (the default) destroys the infrastructure
-	// with a destroy Job when the object is deleted, then its state.
+	// DeletionPolicy: Destroy (the default) destroys the infrastructure
+	// with a destroy Job when the object is deleted, then its state;
+	// Delete is a deprecated alias of Destroy.
 	// Retain deletes the object without a destroy Job and keeps the
 	// infrastructure, the state Secrets and the state backups (no longer
 	// owned by the object, labelled captf.io/retained-from-uid=<uid>); a
@@ -61,6 +69,20 @@ type StateBackup struct {
 	// split into more than one.
 	// +optional
 	Parts int32 `json:"parts,omitempty"`
+	// Bytes is the size of the backed-up state as stored (the backend's
+	// gzip, all parts together; upstream A1-88). Unset for a backup taken
+	// before captf recorded sizes.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// Destroys tells whether the deletion of an object under this policy runs
+// a destroy Job: Destroy, its alias Delete and the unset default do;
+// Retain does not. Every decision on the policy goes through it, so the
+// alias can never behave differently.
+func (p DeletionPolicy) Destroys() bool {
+	return p != DeletionPolicyRetain
 }
 
 // StatePolicyOf returns the StatePolicy of a TerraformCluster,

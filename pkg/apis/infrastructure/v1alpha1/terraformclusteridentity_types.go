@@ -14,7 +14,7 @@ import (
 // +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.secretRef.name`,description="Name of the source Secret"
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.secretRef.namespace`,description="Namespace of the source Secret"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Mirrored-In",type=string,JSONPath=`.status.namespaces`,description="Namespaces holding a mirror"
+// +kubebuilder:printcolumn:name="Mirrored-In",type=string,JSONPath=`.status.namespaces`,priority=1,description="Namespaces holding a mirror"
 // +kubebuilder:printcolumn:name="Mirrors",type=integer,JSONPath=`.status.mirrors.total`,priority=1,description="Mirrors of the source Secret"
 // +kubebuilder:printcolumn:name="Current",type=string,JSONPath=`.status.conditions[?(@.type=="MirrorsCurrent")].status`,priority=1,description="Every mirror carries the current source hash"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -167,7 +167,8 @@ type TerraformPlanSpec struct {
 	Approved bool `json:"approved,omitempty"`
 
 	// ApprovedBy is the user who approved the plan. Admission sets it from
-	// the approving request's user; a value written in a request is refused.
+	// the approving request's user; a value written in a request is refused
+	// unless it is the approving requester's own username (upstream A1-143).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024

@@ -3,6 +3,7 @@ package controllertest
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -151,12 +152,27 @@ func statusSubresource(tracker k8stesting.ObjectTracker) k8stesting.ReactionFunc
 			return false, nil, nil
 		}
 		reflect.ValueOf(out).Elem().FieldByName("Status").Set(status)
+		// Every write stores a new resourceVersion, as on the API server.
+		outMeta, err := meta.Accessor(out)
+		if err != nil {
+			return true, nil, err
+		}
+		outMeta.SetResourceVersion(nextVersion(outMeta.GetResourceVersion()))
 		if err := tracker.Update(a.GetResource(), out, a.GetNamespace()); err != nil {
 			return true, nil, err
 		}
 		stored, err = tracker.Get(a.GetResource(), a.GetNamespace(), m.GetName())
 		return true, stored, err
 	}
+}
+
+// nextVersion is the resourceVersion a write of an object stored at rv
+// gets: the next integer, or rv with a suffix when it is not one.
+func nextVersion(rv string) string {
+	if n, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		return strconv.FormatUint(n+1, 10)
+	}
+	return rv + "+1"
 }
 
 // ConflictTTL is how long a conflict record lives unless seen again.

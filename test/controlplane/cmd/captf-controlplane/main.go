@@ -13,7 +13,9 @@
 //	controlplane.env         APISERVER_URL, the PIDs of every process, free ports for the manager,
 //	                         WEBHOOK_CLIENT_CA: the CA of the client certificate kube-apiserver
 //	                         presents to webhooks (its AdmissionConfiguration, SPEC B14), for the
-//	                         manager's --webhook-client-ca
+//	                         manager's --webhook-client-ca; WEBHOOK_CLIENT_CERT and
+//	                         WEBHOOK_CLIENT_KEY: that certificate and its key, for a test
+//	                         that calls the webhook itself (B5, X3, X4)
 //	controlplane.ready       once everything answers; removed on exit
 //
 // With --node it also starts a node (root; see docs/local-control-plane.md,
@@ -154,7 +156,8 @@ func run(dir, binDir, crds string, node, capi bool) error {
 		fmt.Fprintf(&env, "%s_PID=%d\n", strings.ToUpper(strings.ReplaceAll(n, "-", "_")), pids[n])
 	}
 	fmt.Fprintf(&env, "LOG_DIR=%s\n", filepath.Join(cpDir, "logs"))
-	fmt.Fprintf(&env, "WEBHOOK_CLIENT_CA=%s\n", cp.WebhookClient.CAFile)
+	fmt.Fprintf(&env, "WEBHOOK_CLIENT_CA=%s\nWEBHOOK_CLIENT_CERT=%s\nWEBHOOK_CLIENT_KEY=%s\n",
+		cp.WebhookClient.CAFile, cp.WebhookClient.CertFile, cp.WebhookClient.KeyFile)
 	if capiManager != nil {
 		fmt.Fprintf(&env, "CAPI_MANAGER_PID=%d\nCAPI_MANAGER_LOG=%s\n", capiManager.PID(), capiManager.LogPath)
 	}

@@ -2,7 +2,6 @@ package faultkit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -13,22 +12,31 @@ import (
 )
 
 // RSS returns a process's resident set size in bytes (VmRSS).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// AnonRSS returns the anonymous part of a process's resident set in bytes
+// (RssAnon): the heap and stacks, what a container's memory limit cannot
+// reclaim. VmRSS also counts the mapped pages of the binary (RssFile),
+// page cache the kernel can drop under the limit.
+func AnonRSS(pid int) (int64, error) { return statusBytes(pid, "RssAnon") }
+
+// statusBytes reads field (a kB figure) from /proc/<pid>/status.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("unexpected VmRSS line %q", line)
+				return 0, fmt.Errorf("unexpected %s line %q", field, line)
 			}
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, errors.New("no VmRSS in /proc/<pid>/status")
+	return 0, fmt.Errorf("no %s in /proc/<pid>/status", field)
 }
 
 // MedianRSS returns the median of n RSS samples of pid taken interval
