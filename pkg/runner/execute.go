@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/captf/captf/pkg/contract"
 	"github.com/captf/captf/pkg/runner/envfilter"
 	"github.com/captf/captf/pkg/runresult"
 )
@@ -220,6 +222,12 @@ func readFiles(cfg config, environ []string, rep *report) (files, error) {
 			return f, otherErr("%v", err)
 		}
 		_ = rep.redactor.AddJSON(f.inputs)
+		// The error tail reaches status and events (O1): the decoded
+		// bootstrap data stays out of it as it does out of the log (K5).
+		var in contract.Inputs
+		if json.Unmarshal(f.inputs, &in) == nil {
+			addDecodedBootstrap(rep.redactor, in)
+		}
 	}
 	return f, nil
 }

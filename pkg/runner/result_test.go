@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -257,4 +258,28 @@ func TestPlanScanner(t *testing.T) {
 			require.Equal(t, tt.want, p.changes())
 		})
 	}
+}
+
+// TestResultTailKeepsDecodedBootstrapOutK5: a failed step's error tail,
+// which reaches status and events, hides a line of the bootstrap data as
+// the module decoded it, not only its base64 form (SPEC K5, X1).
+func TestResultTailKeepsDecodedBootstrapOutK5(t *testing.T) {
+	t.Parallel()
+	const joinLine = "kubeadm join --token abcdef.0123456789abcdef"
+	f := newFixture(t)
+	inputs := filepath.Join(t.TempDir(), "inputs.json")
+	boot := base64.StdEncoding.EncodeToString([]byte("#cloud-config\nruncmd:\n- " + joinLine + "\n"))
+	require.NoError(t, os.WriteFile(inputs, []byte(`{"bootstrap_data":"`+boot+`","machine_name":"m-1"}`), 0o600))
+	doc := filepath.Join(t.TempDir(), "termination-log")
+	require.NoError(t, os.WriteFile(doc, nil, 0o644))
+	f.write("apply.err", "Error: invalid user data\n\n  on main.tf line 3:\n  - "+joinLine+"\n")
+	f.environ = append(f.environ, "FAKE_apply_EXIT=1")
+
+	code, _, _ := f.run("apply", "--chdir="+f.module, "--workdir="+t.TempDir(), "--inputs="+inputs, "--result="+doc)
+
+	require.Equal(t, 1, code)
+	r := readResult(t, doc)
+	require.NotNil(t, r.Error)
+	require.NotContains(t, r.Error.Tail, joinLine)
+	require.Contains(t, r.Error.Tail, "on main.tf line 3:\n  (sensitive)")
 }
