@@ -49,10 +49,12 @@ func (c *Controller) ensureRunner(ctx context.Context, w *workload) (string, err
 // runnerNotFound reports that no Job starts for want of a ServiceAccount,
 // and looks at w again after waitRequeue: nothing watches ServiceAccounts,
 // and one created or labelled later should not wait for the sync period.
+// The look is a wake, keeping the key's stamp (P1): the ServiceAccount is
+// read uncached on every pass, the source need not be.
 func (c *Controller) runnerNotFound(w *workload, format string, args ...any) error {
 	setCondition(w, c.clock.Now(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunnerNotFound,
 		format+"; no Job starts until it does (SPEC T1)", args...)
-	c.queues[w.kind.name].AddAfter(w.key(), waitRequeue)
+	c.queues[w.kind.name].Wake(w.key(), waitRequeue)
 	return nil
 }
 

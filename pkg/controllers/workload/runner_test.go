@@ -93,3 +93,26 @@ func TestSyncRunnerNotFound(t *testing.T) {
 		})
 	}
 }
+
+// T1, P1: the look after waitRequeue that RunnerNotFound asks for keeps the
+// key's stamp (a wake, not a stamped add), so it reads the source only when
+// the stamp says it must: objects waiting for a ServiceAccount cost no
+// fresh source read each a minute (the ServiceAccount itself is read
+// uncached on every pass anyway).
+func TestRunnerNotFoundLooksAgainWithoutAFreshStamp(t *testing.T) {
+	f := newFixture(t)
+	cluster := newCluster("c1")
+	cluster.Spec.Jobs.ServiceAccountName = "ops"
+	f.seed(newSource(sourceData()), newIdentity(identityName, allowList(testNS)), cluster)
+	q, key := f.c.queues[v1alpha1.KindTerraformCluster], cache.ObjectName{Namespace: testNS, Name: "c1"}
+	q.Add(key)
+	f.queuedNames(v1alpha1.KindTerraformCluster)
+	stamp := q.AddedAt(key)
+
+	require.NoError(t, f.sync(v1alpha1.KindTerraformCluster, "c1"))
+	requireCondition(t, f.lastStatus(), v1alpha1.ConditionApplyJobSucceeded, metav1.ConditionFalse, v1alpha1.ReasonRunnerNotFound)
+	f.Clock.Step(waitRequeue)
+
+	require.Contains(t, f.queuedNames(v1alpha1.KindTerraformCluster), "c1", "looked at again after waitRequeue")
+	require.Equal(t, stamp, q.AddedAt(key), "the look keeps the stamp of the last add")
+}
