@@ -191,7 +191,23 @@ func PodOfJob(pod, job string) bool {
 	if len(prefix) > podPrefixLength {
 		prefix = prefix[:podPrefixLength]
 	}
-	return len(pod) == len(prefix)+5 && strings.HasPrefix(pod, prefix)
+	return len(pod) == len(prefix)+5 && strings.HasPrefix(pod, prefix) && randomSuffix(pod[len(prefix):])
+}
+
+// randomSuffix reports whether s could be the five characters the API
+// server adds to a generateName: lower-case letters and digits. A pod
+// name read from a lock's holder (O3), which anyone who may write the
+// Lease writes, is checked against it before it is used.
+func randomSuffix(s string) bool {
+	if len(s) != 5 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // JobOfPod returns the name of the Job of the owner whose pod is named
@@ -204,7 +220,7 @@ func PodOfJob(pod, job string) bool {
 // the hash is not compared; what is left (at least 3 of its 8 characters,
 // and all that precedes it) must still match.
 func JobOfPod(ownerKind, ownerName string, ownerUID types.UID, pod string) (string, bool) {
-	if len(pod) <= 5 {
+	if len(pod) <= 5 || !randomSuffix(pod[len(pod)-5:]) {
 		return "", false
 	}
 	// The tokens of the Job's name, from its end: the hash (maybe cut),

@@ -275,3 +275,21 @@ func TestJobOfPodRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// SPEC O3: a lock holder's pod name is written by whoever may write the
+// Lease; one whose last five characters are not what the API server adds
+// to a generateName (lower-case letters and digits) is no pod of a Job,
+// and never reaches a field selector.
+func TestJobOfPodRefusesAForgedSuffix(t *testing.T) {
+	job := Name("TerraformCluster", "c1", "u1", v1alpha1.JobActionApply, 1)
+	_, ok := JobOfPod("TerraformCluster", "c1", "u1", job+"-q1w2e")
+	require.True(t, ok)
+	for _, suffix := range []string{"x,a=b", "Q1W2E", "q1w2.", "q1 w2"} {
+		if _, ok := JobOfPod("TerraformCluster", "c1", "u1", job+"-"+suffix); ok {
+			t.Errorf("JobOfPod accepts the suffix %q", suffix)
+		}
+		if PodOfJob(job+"-"+suffix, job) {
+			t.Errorf("PodOfJob accepts the suffix %q", suffix)
+		}
+	}
+}

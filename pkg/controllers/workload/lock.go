@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/klog/v2"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
@@ -105,7 +106,7 @@ func (c *Controller) lockStep(ctx context.Context, w *workload, set jobSet, acti
 // the response budget). A pod that is not there, or has ended, no longer
 // holds the lock.
 func (c *Controller) holderPod(ctx context.Context, ns, pod string) (statelock.Pod, error) {
-	list, err := c.uncached.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod, Limit: 1})
+	list, err := c.uncached.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", pod).String(), Limit: 1})
 	if err != nil {
 		return statelock.PodUnread, fmt.Errorf("reading pod %s/%s, the holder of a state lock: %w", ns, pod, err)
 	}

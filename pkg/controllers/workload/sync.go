@@ -236,6 +236,7 @@ func (c *Controller) updateMeta(ctx context.Context, w *workload, what string, m
 	// keep what this pass computed.
 	*stored.status = *status
 	stored.events = w.events
+	stored.recorded = w.recorded
 	stored.contract = w.contract
 	return stored, nil
 }
