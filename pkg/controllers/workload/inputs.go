@@ -202,7 +202,7 @@ func (c *Controller) deleteRunSecrets(ctx context.Context, w *workload, before *
 		return
 	}
 	key := cache.ObjectName{Namespace: w.obj.GetNamespace(), Name: w.obj.GetName()}
-	gone := c.runSecretsGone.get(key)
+	gone := c.runSecretsGone.get(w.kind.name, key)
 	var keep []string
 	for _, j := range set.all {
 		if !jobs.Finished(j) || j.DeletionTimestamp != nil || recordCovers(before, j, c.clock.Now()) {
@@ -220,7 +220,7 @@ func (c *Controller) deleteRunSecrets(ctx context.Context, w *workload, before *
 			keep = append(keep, j.Name)
 		}
 	}
-	c.runSecretsGone.set(key, keep)
+	c.runSecretsGone.set(w.kind.name, key, keep)
 }
 
 // recordCovers reports whether st's record of j's action names j or a
@@ -238,27 +238,35 @@ func recordCovers(st *v1alpha1.WorkloadStatus, j *batchv1.Job, now time.Time) bo
 // this process deleted and that no record covered yet: a Job finished but
 // not recorded (a step that records its class did not run), so that the
 // next pass does not delete again. Entries go when a record covers them,
-// the Job leaves the cache, or the object is gone (forget).
+// the Job leaves the cache, or the object is gone (forget). One
+// controller serves the three kinds, so an entry is the kind's and the
+// object's: a cluster and a machine may share a name in a namespace.
 type runSecretsGone struct {
 	mu sync.Mutex
-	m  map[cache.ObjectName][]string
+	m  map[kindKey][]string
 }
 
-func (g *runSecretsGone) get(key cache.ObjectName) []string {
+// kindKey names an object of one of the workload kinds.
+type kindKey struct {
+	kind string
+	key  cache.ObjectName
+}
+
+func (g *runSecretsGone) get(kind string, key cache.ObjectName) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.m[key]
+	return g.m[kindKey{kind, key}]
 }
 
-func (g *runSecretsGone) set(key cache.ObjectName, names []string) {
+func (g *runSecretsGone) set(kind string, key cache.ObjectName, names []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(names) == 0 {
-		delete(g.m, key)
+		delete(g.m, kindKey{kind, key})
 		return
 	}
 	if g.m == nil {
-		g.m = map[cache.ObjectName][]string{}
+		g.m = map[kindKey][]string{}
 	}
-	g.m[key] = names
+	g.m[kindKey{kind, key}] = names
 }

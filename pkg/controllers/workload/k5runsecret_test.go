@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/captf/captf/pkg/apis/infrastructure/v1alpha1"
 	"github.com/captf/captf/pkg/controllers/jobs"
@@ -81,4 +82,20 @@ func TestK5RecordedRunSecretNotDeletedAgain(t *testing.T) {
 	for _, name := range []string{j.Name, old.Name, newer.Name} {
 		require.Zero(t, f.runSecretDeletes(name), name)
 	}
+}
+
+// K5: the memory of deleted run Secrets is the kind's and the object's: a
+// TerraformCluster and a TerraformMachine of one name in one namespace
+// (one controller serves both) do not overwrite each other's, which made
+// every pass delete again.
+func TestK5RunSecretsGoneKeptPerKind(t *testing.T) {
+	var g runSecretsGone
+	key := cache.ObjectName{Namespace: testNS, Name: "same"}
+	g.set(kindCluster, key, []string{"cluster-job"})
+	g.set(kindMachine, key, []string{"machine-job"})
+	require.Equal(t, []string{"cluster-job"}, g.get(kindCluster, key))
+	require.Equal(t, []string{"machine-job"}, g.get(kindMachine, key))
+	g.set(kindMachine, key, nil)
+	require.Equal(t, []string{"cluster-job"}, g.get(kindCluster, key), "forgetting the machine keeps the cluster's")
+	require.Nil(t, g.get(kindMachine, key))
 }

@@ -184,7 +184,7 @@ func (c *Controller) writeStatus(ctx context.Context, w *workload, before *v1alp
 // is gone (SPEC B15): its status record, its queue stamps and its backoff.
 func (c *Controller) forget(k *kind, key cache.ObjectName) {
 	c.written.Forget(key)
-	c.runSecretsGone.set(key, nil)
+	c.runSecretsGone.set(k.name, key, nil)
 	if q, ok := c.queues[k.name]; ok {
 		q.Drop(key)
 	}
