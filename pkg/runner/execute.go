@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/captf/captf/pkg/contract"
 	"github.com/captf/captf/pkg/runner/envfilter"
 	"github.com/captf/captf/pkg/runresult"
 )
@@ -222,12 +220,10 @@ func readFiles(cfg config, environ []string, rep *report) (files, error) {
 			return f, otherErr("%v", err)
 		}
 		_ = rep.redactor.AddJSON(f.inputs)
-		// The error tail reaches status and events (O1): the decoded
-		// bootstrap data stays out of it as it does out of the log (K5).
-		var in contract.Inputs
-		if json.Unmarshal(f.inputs, &in) == nil {
-			addDecodedBootstrap(rep.redactor, in)
-		}
+		// The error tail reaches status and events (O1): what stays out of
+		// the log, the decoded bootstrap data among it (K5), stays out of
+		// it too.
+		rep.redactor.AddFrom(rep.logs)
 	}
 	return f, nil
 }

@@ -28,23 +28,19 @@ func sensitiveInputs(in contract.Inputs) *runresult.Redactor {
 	r := runresult.NewRedactor()
 	for _, k := range names {
 		_ = r.AddJSON(in[k])
+		if k != contract.InputBootstrapData {
+			continue
+		}
+		// A module decodes it (base64decode), and Terraform may quote a
+		// decoded line, a join token among them.
+		var encoded string
+		if json.Unmarshal(in[k], &encoded) == nil {
+			if b, err := base64.StdEncoding.DecodeString(encoded); err == nil {
+				r.Add(string(b))
+			}
+		}
 	}
-	addDecodedBootstrap(r, in)
 	return r
-}
-
-// addDecodedBootstrap adds the decoded text of the inputs' bootstrap data,
-// when they hold any, to r (SPEC K5, X1): a module decodes it
-// (base64decode), and Terraform may quote a decoded line, a join token
-// among them, in its output or its errors.
-func addDecodedBootstrap(r *runresult.Redactor, in contract.Inputs) {
-	var encoded string
-	if json.Unmarshal(in[contract.InputBootstrapData], &encoded) != nil {
-		return
-	}
-	if b, err := base64.StdEncoding.DecodeString(encoded); err == nil {
-		r.Add(string(b))
-	}
 }
 
 // lineRedactor writes what it is given to w a line at a time, each with

@@ -3,6 +3,7 @@ package runresult
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,6 +105,15 @@ func (r *Redactor) addJSON(v any) {
 			r.addJSON(e)
 		}
 	}
+}
+
+// AddFrom adds every value o holds (nil holds none).
+func (r *Redactor) AddFrom(o *Redactor) {
+	if o == nil {
+		return
+	}
+	maps.Copy(r.long, o.long)
+	maps.Copy(r.short, o.short)
 }
 
 // Redact returns s with every value added replaced by [Sensitive]: long
