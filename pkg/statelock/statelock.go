@@ -143,7 +143,7 @@ func Decide(lease Lease, jobs []Job, obj Object) Decision {
 	}
 	host := info.Who[strings.LastIndex(info.Who, "@")+1:]
 	for _, j := range jobs {
-		if !PodOfJob(host, j.Name) {
+		if !jobnames.PodOfJob(host, j.Name) {
 			continue
 		}
 		if j.Finished {
@@ -191,10 +191,6 @@ func ParseInfo(s string) (LockInfo, error) {
 	}
 	return info, nil
 }
-
-// PodOfJob reports whether host is the name of a pod of Job job: the
-// Job's name and "-", cut to 58 characters, then five characters.
-func PodOfJob(host, job string) bool { return jobnames.PodOfJob(host, job) }
 
 func describe(holder string, info LockInfo, err error) string {
 	if err != nil {

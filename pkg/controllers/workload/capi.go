@@ -248,7 +248,7 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload, out co
 	if rec := w.status.LastApply; rec == nil || rec.Outcome != v1alpha1.RunSucceeded || !coversGeneration(w, rec) {
 		return w, nil
 	}
-	status, events := w.status.DeepCopy(), w.events
+	status := w.status.DeepCopy()
 	if !setProviderFields(w.robj, out) {
 		return w, nil
 	}
@@ -264,10 +264,5 @@ func (c *Controller) providerFieldsStep(ctx context.Context, w *workload, out co
 		return w, fmt.Errorf("setting the Cluster API fields from the outputs: %w", err)
 	}
 	klog.FromContext(ctx).Info("Set the Cluster API fields from the outputs", "generation", stored.obj.GetGeneration())
-	// The stored object carries the status as it was before this pass;
-	// keep what this pass computed.
-	*stored.status = *status
-	stored.events = events
-	stored.contract = w.contract
-	return stored, nil
+	return keepPass(stored, w, status), nil
 }

@@ -101,9 +101,9 @@ func (w *workload) eventOnceWritten(obj runtime.Object, eventType, reason, forma
 	w.recorded = append(w.recorded, pendingEvent{obj: obj, eventType: eventType, reason: reason, descr: fmt.Sprintf(format, args...)})
 }
 
-// emitRecorded records the events of what a written status records
-// (w.recorded, once the write succeeded).
-func (c *Controller) emitRecorded(events []pendingEvent) {
+// emit records events: the pass's (emitEvents), and those of what a
+// written status records (w.recorded, once the write succeeded).
+func (c *Controller) emit(events []pendingEvent) {
 	for _, e := range events {
 		c.recorder.Event(e.obj, e.eventType, e.reason, e.descr)
 	}
@@ -134,8 +134,6 @@ func (c *Controller) emitEvents(w *workload, before *v1alpha1.WorkloadStatus) {
 			c.recorder.Event(w.robj, corev1.EventTypeWarning, v1alpha1.EventMirrorConflict, cond.Message)
 		}
 	}
-	for _, e := range w.events {
-		c.recorder.Event(e.obj, e.eventType, e.reason, e.descr)
-	}
+	c.emit(w.events)
 	w.events = nil
 }

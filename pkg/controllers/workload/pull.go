@@ -107,7 +107,7 @@ func (c *Controller) endForPull(ctx context.Context, w *workload, j *batchv1.Job
 	}
 	action := jobs.ActionOf(j)
 	rec := runRecord(j, v1alpha1.RunFailed, now)
-	*recordSlot(w, action) = rec
+	*statusRecord(w.status, action) = rec
 	run := runclass.Pulled(pod.PullFailure)
 	l := runclass.NewRecord(action, rec, run)
 	if j.Status.StartTime != nil {

@@ -143,12 +143,6 @@ func newerRecord(a, b *v1alpha1.RunRecord) bool {
 	return a.JobName > b.JobName
 }
 
-// recordSlot returns the status field that records action's newest
-// finished Job.
-func recordSlot(w *workload, action v1alpha1.JobAction) **v1alpha1.RunRecord {
-	return statusRecord(w.status, action)
-}
-
 // statusRecord returns st's field that records action's newest finished
 // Job.
 func statusRecord(st *v1alpha1.WorkloadStatus, action v1alpha1.JobAction) **v1alpha1.RunRecord {
@@ -172,7 +166,7 @@ func statusRecord(st *v1alpha1.WorkloadStatus, action v1alpha1.JobAction) **v1al
 // recorded again (its finish time, when taken from the clock, would
 // change).
 func recordRuns(w *workload, set jobSet, action v1alpha1.JobAction, now time.Time) *v1alpha1.RunRecord {
-	slot := recordSlot(w, action)
+	slot := statusRecord(w.status, action)
 	for _, j := range set.all {
 		if jobs.ActionOf(j) != action || (*slot != nil && (*slot).JobName == j.Name) {
 			continue
@@ -264,7 +258,7 @@ func nextAttempt(w *workload, set jobSet, action v1alpha1.JobAction, gen int64) 
 			n = max(n, jobs.AttemptOf(j))
 		}
 	}
-	if r := *recordSlot(w, action); r != nil && r.Generation == gen {
+	if r := *statusRecord(w.status, action); r != nil && r.Generation == gen {
 		n = max(n, int(r.Attempt))
 	}
 	return n + 1

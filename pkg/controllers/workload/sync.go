@@ -85,7 +85,7 @@ func (c *Controller) sync(ctx context.Context, k *kind, key cache.ObjectName) er
 	recorded := w.recorded
 	w, statusErr := c.writeStatus(ctx, w, before)
 	if statusErr == nil {
-		c.emitRecorded(recorded)
+		c.emit(recorded)
 	}
 	if err := errors.Join(passErr, statusErr); err != nil || !release {
 		return err
@@ -232,11 +232,15 @@ func (c *Controller) updateMeta(ctx context.Context, w *workload, what string, m
 	if err != nil {
 		return w, fmt.Errorf("updating %s: %w", what, err)
 	}
-	// The stored object carries the status as it was before this pass;
-	// keep what this pass computed.
+	return keepPass(stored, w, status), nil
+}
+
+// keepPass carries what w's pass computed over to stored, the object a
+// metadata or spec write of the pass returned, whose status is as it was
+// before the pass: status, the events queued (for now and for after the
+// status write) and the contract state.
+func keepPass(stored, w *workload, status *v1alpha1.WorkloadStatus) *workload {
 	*stored.status = *status
-	stored.events = w.events
-	stored.recorded = w.recorded
-	stored.contract = w.contract
-	return stored, nil
+	stored.events, stored.recorded, stored.contract = w.events, w.recorded, w.contract
+	return stored
 }
